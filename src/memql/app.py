@@ -1,0 +1,118 @@
+"""create_app(settings) -> the ASGI app. Every resource opens in the lifespan, none at import."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg_pool import AsyncConnectionPool
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+
+from memql import metrics
+from memql.access.authenticate import Authenticator
+from memql.db import repository as repo
+from memql.db.embedded import start_embedded
+from memql.db.migrate import migrate
+from memql.db.pool import open_pool
+from memql.embeddings import Embedder, create_embedder
+from memql.errors import ConfigurationError
+from memql.schema import build_schema
+from memql.schema.asgi import GraphQLApp
+from memql.service import MemoryService
+from memql.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Resources:
+    pool: AsyncConnectionPool
+    embedder: Embedder
+    service: MemoryService
+    authenticator: Authenticator
+
+
+async def check_embedding_space(pool: AsyncConnectionPool, embedder: Embedder) -> None:
+    """Record the vector space on first start; refuse to start when the embedder disagrees."""
+    async with pool.connection() as conn, conn.transaction():
+        space = await repo.embedding_space(conn)
+        if space is None:
+            await repo.record_embedding_space(conn, embedder.model, embedder.dimensions)
+            return
+    model, dimensions = space
+    if (model, dimensions) != (embedder.model, embedder.dimensions):
+        raise ConfigurationError(
+            f"the database holds vectors of {model} ({dimensions} dimensions) but the configured"
+            f" embedder is {embedder.model} ({embedder.dimensions} dimensions): configure the"
+            " embedder the database was built with"
+        )
+
+
+def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starlette:
+    """The memql ASGI app. Pass `embedder` to share one loaded model between apps (tests)."""
+    resources: Resources | None = None
+
+    def current() -> tuple[MemoryService, Authenticator]:
+        if resources is None:
+            raise RuntimeError("memql is not started (the lifespan has not run)")
+        return resources.service, resources.authenticator
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        nonlocal resources
+        url = settings.database_url or await asyncio.to_thread(start_embedded, settings.data_dir)
+        await migrate(url)
+        pool = await open_pool(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+        own_embedder = embedder is None
+        try:
+            active = embedder or await create_embedder(settings)
+            await check_embedding_space(pool, active)
+            service = MemoryService(pool, active, settings)
+            resources = Resources(pool, active, service, Authenticator(pool))
+            metrics.watch_pool(pool)
+            log.info("memql ready (embedder %s)", active.model)
+            yield
+        finally:
+            resources = None
+            await pool.close()
+            if own_embedder and "active" in locals():
+                await active.close()
+
+    graphql = GraphQLApp(
+        build_schema(introspection=settings.introspection),
+        current,
+        graphql_ide="graphiql" if settings.graphiql else None,
+    )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        if resources is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        try:
+            async with resources.pool.connection(timeout=2) as conn:
+                await conn.execute("select 1")
+        except Exception as exc:
+            log.warning("readiness check failed: %s", exc)
+            return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
+        return JSONResponse({"status": "ready", "database": "up", "embedder": resources.embedder.model})
+
+    async def metrics_endpoint(request: Request) -> Response:
+        return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    routes = [
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics_endpoint),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,57 @@
+"""The context block: memories formatted as a markdown list for a system prompt. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from memql.model import ContextBlock, Memory
+
+HEADER = "## Memories"
+_BLANK_LINES = re.compile(r"\n\s*\n+")
+
+
+def format_line(memory: Memory) -> str:
+    """One list item: tags (pinned, category, kind), then the content on indented lines."""
+    tags = [memory.category, memory.kind.value]
+    if memory.pinned:
+        tags.insert(0, "pinned")
+    content = _BLANK_LINES.sub("\n", memory.content.strip().replace("\r\n", "\n"))
+    body = "\n  ".join(line.rstrip() for line in content.split("\n"))
+    return f"- [{' · '.join(tags)}] {body}"
+
+
+def omitted_note(omitted: int) -> str:
+    noun = "memory" if omitted == 1 else "memories"
+    return f"_({omitted} more {noun} omitted to fit the budget.)_"
+
+
+def format_context(memories: Sequence[Memory], budget: int, total: int | None = None) -> ContextBlock:
+    """Format `memories` in the order given, within `budget` characters in all.
+
+    `total` is how many memories were eligible (defaults to ``len(memories)``); every one not
+    shown is counted in the final note, and the note itself fits within the budget. Memories are
+    never cut mid-way: one that does not fit is left out whole, and later shorter ones may still
+    fit. An empty input gives an empty text.
+    """
+    total = len(memories) if total is None else total
+    if total == 0:
+        return ContextBlock(text="", count=0, omitted=0)
+    lines: list[str] = []
+    used = len(HEADER)
+    for memory in memories:
+        line = format_line(memory)
+        omitted_if_added = total - len(lines) - 1
+        reserve = len(omitted_note(omitted_if_added)) + 1 if omitted_if_added else 0
+        if used + 1 + len(line) + reserve <= budget:
+            lines.append(line)
+            used += 1 + len(line)
+    omitted = total - len(lines)
+    parts = [HEADER, *lines]
+    if omitted:
+        parts.append(omitted_note(omitted))
+    text = "\n".join(parts)
+    if len(text) > budget:
+        # not even the header and the note fit: say nothing rather than exceed the budget
+        return ContextBlock(text="", count=0, omitted=total)
+    return ContextBlock(text=text, count=len(lines), omitted=omitted)

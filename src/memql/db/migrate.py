@@ -1,0 +1,57 @@
+"""Plain-SQL migrations, applied in file order, each once, under an advisory lock."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+
+import psycopg
+
+from memql.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+# any constant shared by every instance; serialises concurrent `migrate` runs
+_MIGRATION_LOCK = 0x6D656D716C
+
+
+def _migrations() -> list[tuple[str, str]]:
+    folder = resources.files("memql.db") / "migrations"
+    files = sorted(f for f in folder.iterdir() if f.name.endswith(".sql"))
+    return [(f.name.removesuffix(".sql"), f.read_text(encoding="utf-8")) for f in files]
+
+
+async def migrate(url: str) -> list[str]:
+    """Apply pending migrations; return the names applied. Fails clearly without pgvector."""
+    applied: list[str] = []
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("select pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        try:
+            cur = await conn.execute(
+                "select 1 from pg_available_extensions where name = 'vector'"
+            )
+            if await cur.fetchone() is None:
+                raise ConfigurationError(
+                    "this PostgreSQL has no pgvector extension ('vector'): install pgvector on"
+                    " the server (https://github.com/pgvector/pgvector#installation), or unset"
+                    " DATABASE_URL to use the embedded PostgreSQL, which ships it"
+                )
+            await conn.execute(
+                "create table if not exists schema_migrations ("
+                " name text primary key, applied_at timestamptz not null default now())"
+            )
+            cur = await conn.execute("select name from schema_migrations")
+            done = {row[0] for row in await cur.fetchall()}
+            for name, sql in _migrations():
+                if name in done:
+                    continue
+                async with conn.transaction():
+                    await conn.execute(sql.encode())
+                    await conn.execute(
+                        "insert into schema_migrations (name) values (%s)", (name,)
+                    )
+                log.info("applied migration %s", name)
+                applied.append(name)
+        finally:
+            await conn.execute("select pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    return applied

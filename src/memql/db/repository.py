@@ -1,0 +1,682 @@
+"""All of memql's SQL, parameterised, with rows mapped to domain objects.
+
+Functions take a connection that the caller has put in a transaction, so the service decides what
+is atomic. Every memory query is filtered by project and owner here, whatever the caller passed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from memql.embeddings import Vector
+from memql.errors import BadInput
+from memql.model import (
+    ApiKey,
+    Consumer,
+    Kind,
+    Memory,
+    MemoryFilter,
+    NearDuplicate,
+    NewMemory,
+    Page,
+    Principal,
+    Project,
+    Scope,
+)
+
+Conn = AsyncConnection[Any]
+
+MEMORY_COLUMNS = """
+    m.id, m.project_id, m.scope, m.owner_id, m.kind, m.content, m.key, m.category, m.pinned,
+    m.source_thread_ids, m.source, m.created_by, m.created_at, m.updated_at, m.expires_at,
+    m.invalidated_at, m.invalidation_reason, m.supersedes, m.superseded_by, m.embedding_model
+"""
+
+# The rows a principal may see in the scopes it asks for: its own user scope and the shared
+# project scope. Written as an OR of index-friendly branches.
+VISIBLE = """
+    m.project_id = %(project_id)s and (
+        (m.scope = 'user' and m.owner_id = %(user_id)s and 'user' = any(%(scopes)s))
+        or (m.scope = 'project' and m.owner_id = '' and 'project' = any(%(scopes)s))
+    )
+"""
+
+LIVE = "m.invalidated_at is null and (m.expires_at is null or m.expires_at > now())"
+
+
+def _visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
+    return {
+        "project_id": principal.project_id,
+        "user_id": principal.user_id,
+        "scopes": [s.value for s in scopes],
+    }
+
+
+def _memory(row: dict[str, Any]) -> Memory:
+    return Memory(
+        id=row["id"],
+        project_id=row["project_id"],
+        scope=Scope(row["scope"]),
+        owner_id=row["owner_id"],
+        kind=Kind(row["kind"]),
+        content=row["content"],
+        key=row["key"],
+        category=row["category"],
+        pinned=row["pinned"],
+        source_thread_ids=tuple(row["source_thread_ids"]),
+        source=row["source"],
+        created_by=row["created_by"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        expires_at=row["expires_at"],
+        invalidated_at=row["invalidated_at"],
+        invalidation_reason=row["invalidation_reason"],
+        supersedes=row["supersedes"],
+        superseded_by=row["superseded_by"],
+        embedding_model=row["embedding_model"],
+    )
+
+
+async def _fetch_memories(conn: Conn, sql: str, params: dict[str, Any]) -> list[Memory]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        return [_memory(r) for r in await cur.fetchall()]
+
+
+async def _fetch_memory(conn: Conn, sql: str, params: dict[str, Any]) -> Memory | None:
+    rows = await _fetch_memories(conn, sql, params)
+    return rows[0] if rows else None
+
+
+# --- writes -------------------------------------------------------------------------------
+
+
+async def lock_owner(conn: Conn, project_id: uuid.UUID, scope: Scope, owner_id: str) -> None:
+    """Serialise writes to one owner's memories until the transaction ends.
+
+    Near-duplicate detection and key supersession read then write; under this lock concurrent
+    saves for one owner see each other's committed rows, so exactly one live row results.
+    """
+    await conn.execute(
+        "select pg_advisory_xact_lock(hashtextextended(%s, 0))",
+        (f"memql:{project_id}:{scope.value}:{owner_id}",),
+    )
+
+
+async def insert_memory(
+    conn: Conn,
+    principal: Principal,
+    new: NewMemory,
+    *,
+    embedding: Vector,
+    model: str,
+    memory_id: uuid.UUID | None = None,
+    supersedes: uuid.UUID | None = None,
+) -> Memory:
+    sql = f"""
+        insert into memories as m (
+            id, project_id, scope, owner_id, kind, content, key, category, pinned,
+            source_thread_ids, source, created_by, created_at, updated_at, expires_at,
+            supersedes, embedding_model, embedding)
+        values (
+            %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(kind)s, %(content)s, %(key)s,
+            %(category)s, %(pinned)s, %(source_thread_ids)s, %(source)s, %(created_by)s,
+            clock_timestamp(), clock_timestamp(), %(expires_at)s, %(supersedes)s, %(model)s,
+            %(embedding)s)
+        returning {MEMORY_COLUMNS}
+    """
+    memory = await _fetch_memory(
+        conn,
+        sql,
+        {
+            "id": memory_id or uuid.uuid4(),
+            "project_id": principal.project_id,
+            "scope": new.scope.value,
+            "owner_id": principal.owner_for(new.scope),
+            "kind": new.kind.value,
+            "content": new.content,
+            "key": new.key,
+            "category": new.category,
+            "pinned": new.pinned,
+            "source_thread_ids": list(new.source_thread_ids),
+            "source": Jsonb(new.source) if new.source is not None else None,
+            "created_by": principal.user_id,
+            "expires_at": new.expires_at,
+            "supersedes": supersedes,
+            "model": model,
+            "embedding": embedding,
+        },
+    )
+    assert memory is not None
+    return memory
+
+
+async def absorb(
+    conn: Conn, memory_id: uuid.UUID, source_thread_ids: Sequence[str], pinned: bool
+) -> Memory:
+    """Fold a near-duplicate save into `memory_id`: new thread ids, a pin kept, updated_at now."""
+    sql = f"""
+        update memories as m set
+            source_thread_ids = %(ids)s,
+            pinned = m.pinned or %(pinned)s,
+            updated_at = clock_timestamp()
+        where m.id = %(id)s
+        returning {MEMORY_COLUMNS}
+    """
+    memory = await _fetch_memory(
+        conn, sql, {"id": memory_id, "ids": list(source_thread_ids), "pinned": pinned}
+    )
+    assert memory is not None
+    return memory
+
+
+async def invalidate(
+    conn: Conn,
+    memory_id: uuid.UUID,
+    reason: str,
+    *,
+    superseded_by: uuid.UUID | None = None,
+    at_expiry: bool = False,
+) -> Memory:
+    sql = f"""
+        update memories as m set
+            invalidated_at = case when %(at_expiry)s then m.expires_at else clock_timestamp() end,
+            invalidation_reason = %(reason)s,
+            superseded_by = coalesce(%(superseded_by)s, m.superseded_by)
+        where m.id = %(id)s
+        returning {MEMORY_COLUMNS}
+    """
+    memory = await _fetch_memory(
+        conn,
+        sql,
+        {"id": memory_id, "reason": reason, "superseded_by": superseded_by, "at_expiry": at_expiry},
+    )
+    assert memory is not None
+    return memory
+
+
+async def reinstate(conn: Conn, memory_id: uuid.UUID) -> Memory:
+    sql = f"""
+        update memories as m set invalidated_at = null, invalidation_reason = null,
+            updated_at = clock_timestamp()
+        where m.id = %(id)s
+        returning {MEMORY_COLUMNS}
+    """
+    memory = await _fetch_memory(conn, sql, {"id": memory_id})
+    assert memory is not None
+    return memory
+
+
+async def insert_event(
+    conn: Conn,
+    principal: Principal,
+    *,
+    type: str,
+    scope: Scope,
+    memory_id: uuid.UUID | None,
+    payload: dict[str, Any],
+) -> int:
+    cur = await conn.execute(
+        """
+        insert into memory_events (project_id, scope, owner_id, type, memory_id, actor_id, payload)
+        values (%s, %s, %s, %s, %s, %s, %s)
+        returning cursor
+        """,
+        (
+            principal.project_id,
+            scope.value,
+            principal.owner_for(scope),
+            type,
+            memory_id,
+            principal.user_id,
+            Jsonb(payload),
+        ),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def erase_chain(conn: Conn, principal: Principal, memory: Memory) -> list[uuid.UUID]:
+    """Hard-delete every version of `memory` and the events that carry their content."""
+    ids = [m.id for m in await history(conn, principal, memory.id, [memory.scope])]
+    await conn.execute("delete from memory_events where memory_id = any(%s)", (ids,))
+    await conn.execute("delete from memories where id = any(%s)", (ids,))
+    return ids
+
+
+async def erase_owner(conn: Conn, principal: Principal, scope: Scope) -> int:
+    """Hard-delete every memory and event of the principal's owner in `scope`."""
+    params = (principal.project_id, scope.value, principal.owner_for(scope))
+    await conn.execute(
+        "delete from memory_events where project_id = %s and scope = %s and owner_id = %s", params
+    )
+    cur = await conn.execute(
+        "delete from memories where project_id = %s and scope = %s and owner_id = %s", params
+    )
+    return cur.rowcount
+
+
+# --- reads --------------------------------------------------------------------------------
+
+
+async def get(
+    conn: Conn, principal: Principal, memory_id: uuid.UUID, scopes: Sequence[Scope]
+) -> Memory | None:
+    sql = f"select {MEMORY_COLUMNS} from memories m where m.id = %(id)s and {VISIBLE}"
+    return await _fetch_memory(conn, sql, {"id": memory_id, **_visibility(principal, scopes)})
+
+
+async def get_live_by_key(
+    conn: Conn, principal: Principal, scope: Scope, key: str, *, for_update: bool = False
+) -> Memory | None:
+    """The memory holding `key` (not retired or superseded; it may have expired)."""
+    sql = f"""
+        select {MEMORY_COLUMNS} from memories m
+        where m.key = %(key)s and m.invalidated_at is null and {VISIBLE}
+        {"for update" if for_update else ""}
+    """
+    return await _fetch_memory(conn, sql, {"key": key, **_visibility(principal, [scope])})
+
+
+async def history(
+    conn: Conn, principal: Principal, memory_id: uuid.UUID, scopes: Sequence[Scope]
+) -> list[Memory]:
+    """Every version in the chain of `memory_id`, oldest first; empty when it is not visible."""
+    sql = f"""
+        with recursive
+        back(id, supersedes) as (
+            select m.id, m.supersedes from memories m where m.id = %(id)s and {VISIBLE}
+            union all
+            select p.id, p.supersedes from memories p join back b on p.id = b.supersedes
+        ),
+        fwd(id, superseded_by) as (
+            select m.id, m.superseded_by from memories m where m.id = %(id)s and {VISIBLE}
+            union all
+            select n.id, n.superseded_by from memories n join fwd f on n.id = f.superseded_by
+        )
+        select {MEMORY_COLUMNS} from memories m
+        where m.id in (select id from back union select id from fwd) and {VISIBLE}
+        order by m.created_at, m.id
+    """
+    return await _fetch_memories(conn, sql, {"id": memory_id, **_visibility(principal, scopes)})
+
+
+async def near_duplicates(
+    conn: Conn,
+    principal: Principal,
+    scope: Scope,
+    embedding: Vector,
+    model: str,
+    *,
+    threshold: float,
+    limit: int = 5,
+    exclude: Sequence[uuid.UUID] = (),
+) -> list[NearDuplicate]:
+    """Live memories of the same owner and scope whose cosine similarity is >= `threshold`."""
+    sql = f"""
+        select {MEMORY_COLUMNS}, 1 - (m.embedding <=> %(embedding)s) as similarity
+        from memories m
+        where {VISIBLE} and {LIVE} and m.embedding_model = %(model)s
+          and not (m.id = any(%(exclude)s))
+          and 1 - (m.embedding <=> %(embedding)s) >= %(threshold)s
+        order by m.embedding <=> %(embedding)s, m.created_at
+        limit %(limit)s
+    """
+    params = {
+        **_visibility(principal, [scope]),
+        "embedding": embedding,
+        "model": model,
+        "threshold": threshold,
+        "limit": limit,
+        "exclude": list(exclude),
+    }
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        return [
+            NearDuplicate(_memory(r), min(1.0, float(r["similarity"])))
+            for r in await cur.fetchall()
+        ]
+
+
+def encode_cursor(memory: Memory) -> str:
+    raw = f"{memory.created_at.isoformat()}|{memory.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        created, _, ident = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created), uuid.UUID(ident)
+    except (ValueError, UnicodeDecodeError):
+        raise BadInput("`after` is not a cursor this API returned", argument="after") from None
+
+
+async def list_page(
+    conn: Conn, principal: Principal, flt: MemoryFilter, first: int, after: str | None
+) -> Page:
+    """Newest first, keyset-paginated on (created_at, id)."""
+    conditions = [VISIBLE]
+    params: dict[str, Any] = {**_visibility(principal, flt.scopes), "limit": first + 1}
+    if not flt.include_invalidated:
+        conditions.append(LIVE)
+    if flt.kind is not None:
+        conditions.append("m.kind = %(kind)s")
+        params["kind"] = flt.kind.value
+    if flt.category is not None:
+        conditions.append("m.category = %(category)s")
+        params["category"] = flt.category
+    if flt.pinned is not None:
+        conditions.append("m.pinned = %(pinned)s")
+        params["pinned"] = flt.pinned
+    if flt.contains:
+        conditions.append("strpos(lower(m.content), lower(%(contains)s)) > 0")
+        params["contains"] = flt.contains
+    if after is not None:
+        created, ident = decode_cursor(after)
+        conditions.append("(m.created_at, m.id) < (%(after_created)s, %(after_id)s)")
+        params["after_created"] = created
+        params["after_id"] = ident
+    sql = f"""
+        select {MEMORY_COLUMNS} from memories m
+        where {" and ".join(f"({c})" for c in conditions)}
+        order by m.created_at desc, m.id desc
+        limit %(limit)s
+    """
+    rows = await _fetch_memories(conn, sql, params)
+    has_next = len(rows) > first
+    rows = rows[:first]
+    cursors = [encode_cursor(m) for m in rows]
+    return Page(rows, cursors, has_next, cursors[-1] if cursors else None)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How recall fuses its signals; they sum to 1 so the score stays in [0, 1]."""
+
+    vector: float
+    lexical: float
+    recency: float
+    pinned: float
+    recency_half_life_days: float
+
+
+async def recall(
+    conn: Conn,
+    principal: Principal,
+    *,
+    query: str,
+    embedding: Vector,
+    model: str,
+    scopes: Sequence[Scope],
+    kinds: Sequence[Kind] | None,
+    categories: Sequence[str] | None,
+    weights: Weights,
+    limit: int,
+) -> list[tuple[Memory, float, dict[str, float]]]:
+    """Rank the principal's live memories of `model` against `query`; best first.
+
+    Exact: every visible candidate is scored (the owner filter keeps the pool small), so the
+    result is the true top `limit`. The lexical query ORs the stemmed words of `query`, so a
+    memory matching some of them counts; its rank is normalised by the best lexical match.
+    """
+    conditions = [VISIBLE, LIVE, "m.embedding_model = %(model)s"]
+    params: dict[str, Any] = {
+        **_visibility(principal, scopes),
+        "query": query,
+        "embedding": embedding,
+        "model": model,
+        "limit": limit,
+        "w_vector": weights.vector,
+        "w_lexical": weights.lexical,
+        "w_recency": weights.recency,
+        "w_pinned": weights.pinned,
+        "half_life": weights.recency_half_life_days,
+    }
+    if kinds:
+        conditions.append("m.kind = any(%(kinds)s)")
+        params["kinds"] = [k.value for k in kinds]
+    if categories:
+        conditions.append("m.category = any(%(categories)s)")
+        params["categories"] = list(categories)
+    sql = f"""
+        with q as (
+            select replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery
+                as tsq
+        ),
+        candidates as (
+            select {MEMORY_COLUMNS},
+                greatest(0, 1 - (m.embedding <=> %(embedding)s)) as vector_signal,
+                case when m.fts @@ q.tsq then ts_rank_cd(m.fts, q.tsq) else 0 end as lexical_raw,
+                power(0.5, extract(epoch from (now() - m.updated_at)) / 86400.0
+                           / %(half_life)s) as recency_signal,
+                case when m.pinned then 1.0 else 0.0 end as pinned_signal
+            from memories m, q
+            where {" and ".join(f"({c})" for c in conditions)}
+        ),
+        signals as (
+            select c.*,
+                coalesce(c.lexical_raw / nullif(max(c.lexical_raw) over (), 0), 0)
+                    as lexical_signal
+            from candidates c
+        )
+        select s.*,
+            %(w_vector)s * s.vector_signal + %(w_lexical)s * s.lexical_signal
+            + %(w_recency)s * s.recency_signal + %(w_pinned)s * s.pinned_signal as score
+        from signals s
+        order by score desc, s.created_at desc, s.id desc
+        limit %(limit)s
+    """
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        rows = await cur.fetchall()
+    return [
+        (
+            _memory(r),
+            float(r["score"]),
+            {
+                "vector": float(r["vector_signal"]),
+                "lexical": float(r["lexical_signal"]),
+                "recency": float(r["recency_signal"]),
+                "pinned": float(r["pinned_signal"]),
+            },
+        )
+        for r in rows
+    ]
+
+
+async def context_memories(
+    conn: Conn, principal: Principal, scopes: Sequence[Scope], limit: int
+) -> tuple[list[Memory], int]:
+    """Live memories for a context block, pinned first then newest; and how many are live."""
+    params = {**_visibility(principal, scopes), "limit": limit}
+    rows = await _fetch_memories(
+        conn,
+        f"""
+        select {MEMORY_COLUMNS} from memories m where {VISIBLE} and {LIVE}
+        order by m.pinned desc, m.created_at desc, m.id desc
+        limit %(limit)s
+        """,
+        params,
+    )
+    return rows, await count_live(conn, principal, scopes)
+
+
+async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) -> int:
+    cur = await conn.execute(
+        f"select count(*) from memories m where {VISIBLE} and {LIVE}",
+        _visibility(principal, scopes),
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+# --- embedding space ----------------------------------------------------------------------
+
+
+async def embedding_space(conn: Conn) -> tuple[str, int] | None:
+    cur = await conn.execute("select model, dimensions from embedding_space")
+    row = await cur.fetchone()
+    return (row[0], int(row[1])) if row else None
+
+
+async def record_embedding_space(conn: Conn, model: str, dimensions: int) -> None:
+    await conn.execute(
+        "insert into embedding_space (model, dimensions) values (%s, %s)"
+        " on conflict (singleton) do nothing",
+        (model, dimensions),
+    )
+
+
+# --- projects and keys --------------------------------------------------------------------
+
+
+def _project(row: dict[str, Any]) -> Project:
+    return Project(row["id"], row["name"], row["memory_enabled"], row["created_at"])
+
+
+async def create_project(conn: Conn, name: str) -> Project:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "insert into projects (name) values (%s) on conflict (name) do nothing"
+            " returning id, name, memory_enabled, created_at",
+            (name,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise BadInput(f"a project named {name!r} exists already")
+    return _project(row)
+
+
+async def list_projects(conn: Conn) -> list[Project]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("select id, name, memory_enabled, created_at from projects order by name")
+        return [_project(r) for r in await cur.fetchall()]
+
+
+async def get_project_by_name(conn: Conn, name: str) -> Project | None:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "select id, name, memory_enabled, created_at from projects where name = %s", (name,)
+        )
+        row = await cur.fetchone()
+    return _project(row) if row else None
+
+
+_KEY_COLUMNS = """
+    k.id, k.project_id, p.name as project_name, k.prefix, k.consumer, k.created_at,
+    k.last_used_at, k.revoked_at
+"""
+
+
+def _api_key(row: dict[str, Any]) -> ApiKey:
+    return ApiKey(
+        id=row["id"],
+        project_id=row["project_id"],
+        project_name=row["project_name"],
+        prefix=row["prefix"],
+        consumer=Consumer(row["consumer"]),
+        created_at=row["created_at"],
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+async def insert_api_key(
+    conn: Conn, project_id: uuid.UUID, prefix: str, key_hash: bytes, consumer: Consumer
+) -> ApiKey:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"""
+            with k as (
+                insert into api_keys (project_id, prefix, key_hash, consumer)
+                values (%s, %s, %s, %s) returning *
+            )
+            select {_KEY_COLUMNS} from k join projects p on p.id = k.project_id
+            """,
+            (project_id, prefix, key_hash, consumer.value),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return _api_key(row)
+
+
+async def list_api_keys(conn: Conn, project_id: uuid.UUID | None = None) -> list[ApiKey]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"""
+            select {_KEY_COLUMNS} from api_keys k join projects p on p.id = k.project_id
+            where %(project_id)s::uuid is null or k.project_id = %(project_id)s
+            order by p.name, k.created_at
+            """,
+            {"project_id": project_id},
+        )
+        return [_api_key(r) for r in await cur.fetchall()]
+
+
+async def revoke_api_key(conn: Conn, key_id: uuid.UUID) -> bool:
+    cur = await conn.execute(
+        "update api_keys set revoked_at = now() where id = %s and revoked_at is null", (key_id,)
+    )
+    return cur.rowcount == 1
+
+
+@dataclass(frozen=True)
+class KeyOwner:
+    key_id: uuid.UUID
+    consumer: Consumer
+    project: Project
+
+
+async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
+    """The live key with this hash and its project; marks it used (at most once a minute)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """
+            select k.id as key_id, k.consumer, p.id, p.name, p.memory_enabled, p.created_at
+            from api_keys k join projects p on p.id = k.project_id
+            where k.key_hash = %s and k.revoked_at is null
+            """,
+            (key_hash,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    await conn.execute(
+        "update api_keys set last_used_at = now() where id = %s"
+        " and (last_used_at is null or last_used_at < now() - interval '1 minute')",
+        (row["key_id"],),
+    )
+    return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row))
+
+
+def snapshot(memory: Memory) -> dict[str, Any]:
+    """The memory as an event payload records it (JSON-safe)."""
+    return json.loads(
+        json.dumps(
+            {
+                "id": memory.id,
+                "kind": memory.kind.value,
+                "scope": memory.scope.value,
+                "content": memory.content,
+                "key": memory.key,
+                "category": memory.category,
+                "pinned": memory.pinned,
+                "sourceThreadIds": list(memory.source_thread_ids),
+                "source": memory.source,
+                "expiresAt": memory.expires_at,
+                "supersedes": memory.supersedes,
+            },
+            default=str,
+        )
+    )

@@ -1,0 +1,40 @@
+"""The small exception tree of memql. Each class maps to one GraphQL ``extensions.code``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemqlError(Exception):
+    """An expected failure, shown to the caller with its code and message."""
+
+    code = "INTERNAL_SERVER_ERROR"
+
+    def __init__(self, message: str, **extensions: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extensions = extensions
+
+
+class BadInput(MemqlError):
+    code = "BAD_USER_INPUT"
+
+
+class Unauthenticated(MemqlError):
+    code = "UNAUTHENTICATED"
+
+
+class Forbidden(MemqlError):
+    code = "FORBIDDEN"
+
+
+class NotFound(MemqlError):
+    code = "NOT_FOUND"
+
+
+class Conflict(MemqlError):
+    code = "CONFLICT"
+
+
+class ConfigurationError(Exception):
+    """The service cannot start as configured; the message says what to do."""

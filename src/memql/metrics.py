@@ -1,0 +1,67 @@
+"""Prometheus metrics, served at /metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from time import perf_counter
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from psycopg_pool import AsyncConnectionPool
+from strawberry.extensions import SchemaExtension
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+OPERATIONS = Counter(
+    "memql_graphql_operations",
+    "GraphQL operations by type and result",
+    ["operation", "result"],
+    registry=REGISTRY,
+)
+OPERATION_SECONDS = Histogram(
+    "memql_graphql_operation_seconds",
+    "GraphQL operation duration",
+    ["operation"],
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+SAVES = Counter("memql_saves", "Saved memories by outcome", ["outcome"], registry=REGISTRY)
+
+
+class _PoolCollector(Collector):
+    pool: AsyncConnectionPool | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        if self.pool is None:
+            return []
+        stats = self.pool.get_stats()
+        size = GaugeMetricFamily("memql_db_pool_size", "Connections open in the pool")
+        size.add_metric([], stats.get("pool_size", 0))
+        idle = GaugeMetricFamily("memql_db_pool_available", "Idle connections in the pool")
+        idle.add_metric([], stats.get("pool_available", 0))
+        waiting = GaugeMetricFamily("memql_db_pool_waiting", "Requests waiting for a connection")
+        waiting.add_metric([], stats.get("requests_waiting", 0))
+        return [size, idle, waiting]
+
+
+_pool_collector = _PoolCollector()
+REGISTRY.register(_pool_collector)
+
+
+def watch_pool(pool: AsyncConnectionPool | None) -> None:
+    _pool_collector.pool = pool
+
+
+class OperationMetrics(SchemaExtension):
+    def on_operation(self) -> Iterator[None]:
+        start = perf_counter()
+        yield
+        ctx = self.execution_context
+        try:
+            operation = ctx.operation_type.value
+        except (RuntimeError, AttributeError):
+            operation = "invalid"
+        result = ctx.result
+        OPERATIONS.labels(operation, "error" if result and result.errors else "ok").inc()
+        OPERATION_SECONDS.labels(operation).observe(perf_counter() - start)

@@ -1,0 +1,206 @@
+"""Domain objects: frozen dataclasses with no I/O."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Kind(enum.Enum):
+    TOPICAL = "topical"
+    EPISODIC = "episodic"
+    OPERATIONAL = "operational"
+
+
+class Scope(enum.Enum):
+    USER = "user"
+    PROJECT = "project"
+
+
+class Access(enum.Enum):
+    NONE = "none"
+    READ = "read"
+    READ_WRITE = "read-write"
+
+    @property
+    def can_read(self) -> bool:
+        return self is not Access.NONE
+
+    @property
+    def can_write(self) -> bool:
+        return self is Access.READ_WRITE
+
+
+class Consumer(enum.Enum):
+    AGENT = "agent"
+    CLIENT = "client"
+
+
+class SaveOutcome(enum.Enum):
+    CREATED = "CREATED"
+    ABSORBED = "ABSORBED"
+    SUPERSEDED = "SUPERSEDED"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one request may do with each scope."""
+
+    user: Access
+    project: Access
+
+    def for_scope(self, scope: Scope) -> Access:
+        return self.user if scope is Scope.USER else self.project
+
+    def readable_scopes(self) -> tuple[Scope, ...]:
+        return tuple(s for s in Scope if self.for_scope(s).can_read)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is asking: the per-request context every service call works from."""
+
+    project_id: uuid.UUID
+    project_name: str
+    user_id: str
+    consumer: Consumer
+    grant: Grant
+    # a server credential (API key) rather than a browser one; erasure needs it
+    server_credential: bool = True
+
+    def owner_for(self, scope: Scope) -> str:
+        """The owner id of rows in `scope`: the user, or '' for the shared project scope."""
+        return self.user_id if scope is Scope.USER else ""
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: uuid.UUID
+    project_id: uuid.UUID
+    scope: Scope
+    owner_id: str
+    kind: Kind
+    content: str
+    key: str | None
+    category: str
+    pinned: bool
+    source_thread_ids: tuple[str, ...]
+    source: dict[str, Any] | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    invalidated_at: datetime | None
+    invalidation_reason: str | None
+    supersedes: uuid.UUID | None
+    superseded_by: uuid.UUID | None
+    embedding_model: str
+
+    def effective_invalidation(self, now: datetime) -> tuple[datetime | None, str | None]:
+        """An expired memory reads as invalidated at its expiry, with reason 'expired'."""
+        if self.invalidated_at is None and self.expires_at is not None and self.expires_at <= now:
+            return self.expires_at, "expired"
+        return self.invalidated_at, self.invalidation_reason
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A validated save request (content trimmed, limits checked)."""
+
+    content: str
+    kind: Kind
+    # None: the user scope for a save, the superseded memory's scope for a supersede
+    scope: Scope | None = None
+    key: str | None = None
+    category: str | None = None  # None: `general`
+    pinned: bool = False
+    source_thread_ids: tuple[str, ...] = ()
+    source: dict[str, Any] | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NearDuplicate:
+    memory: Memory
+    similarity: float
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    outcome: SaveOutcome
+    memory: Memory
+    near_duplicates: tuple[NearDuplicate, ...] = ()
+    superseded: Memory | None = None
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The parts of a recall score, each in [0, 1]."""
+
+    vector: float
+    lexical: float
+    recency: float
+    pinned: float
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One recalled memory; higher score = more relevant, in [0, 1]."""
+
+    memory: Memory
+    score: float
+    signals: Signals
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    scopes: tuple[Scope, ...]
+    kind: Kind | None = None
+    category: str | None = None
+    pinned: bool | None = None
+    contains: str | None = None
+    include_invalidated: bool = False
+
+
+@dataclass(frozen=True)
+class Page:
+    memories: list[Memory]
+    cursors: list[str]
+    has_next_page: bool
+    end_cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextBlock:
+    text: str
+    count: int
+    omitted: int
+
+
+@dataclass(frozen=True)
+class Project:
+    id: uuid.UUID
+    name: str
+    memory_enabled: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: uuid.UUID
+    project_id: uuid.UUID
+    project_name: str
+    prefix: str
+    consumer: Consumer
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class EraseResult:
+    erased: int
+    memory_ids: tuple[uuid.UUID, ...] = field(default_factory=tuple)

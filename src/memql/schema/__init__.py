@@ -1,0 +1,55 @@
+"""The GraphQL schema, assembled from the resolvers. Importing it opens nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+from strawberry.extensions import (
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    ValidationCache,
+)
+from strawberry.schema.config import StrawberryConfig
+
+from memql.metrics import OperationMetrics
+from memql.resolvers.mutation import Mutation
+from memql.resolvers.query import Query
+from memql.schema.errors import ErrorCodes
+
+MAX_DEPTH = 10
+MAX_ALIASES = 30
+MAX_TOKENS = 4000
+
+
+class MemqlSchema(strawberry.Schema):
+    def process_errors(self, errors: list[Any], execution_context: Any = None) -> None:
+        # ErrorCodes logs what is unexpected; expected errors are answers, not log noise
+        return None
+
+
+def build_schema(*, introspection: bool = True) -> strawberry.Schema:
+    extensions: list[Any] = [
+        ErrorCodes,
+        OperationMetrics,
+        lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
+        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
+        lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
+        lambda: ParserCache(maxsize=256),
+        lambda: ValidationCache(maxsize=256),
+    ]
+    if not introspection:
+        from strawberry.extensions import DisableIntrospection
+
+        extensions.append(DisableIntrospection)
+    return MemqlSchema(
+        query=Query,
+        mutation=Mutation,
+        extensions=extensions,
+        config=StrawberryConfig(disable_field_suggestions=not introspection),
+    )
+
+
+schema = build_schema()

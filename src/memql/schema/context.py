@@ -1,0 +1,37 @@
+"""The per-request context every resolver works from."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from strawberry.types import Info as StrawberryInfo
+
+from memql.errors import BadInput, MemqlError
+from memql.model import Principal
+from memql.service import MemoryService
+
+
+@dataclass
+class Context:
+    service: MemoryService
+    # exactly one of these is set: who is asking, or why they could not be identified
+    _principal: Principal | None
+    _auth_error: MemqlError | None = None
+
+    @property
+    def principal(self) -> Principal:
+        if self._principal is None:
+            assert self._auth_error is not None
+            raise self._auth_error
+        return self._principal
+
+
+Info = StrawberryInfo[Context, None]
+
+
+def parse_id(value: str, *, argument: str = "id") -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise BadInput(f"`{argument}` is not a memory id (a UUID)", argument=argument) from None

@@ -1,0 +1,51 @@
+"""Strawberry input types. Unknown fields are rejected by GraphQL validation itself."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+from strawberry.scalars import JSON
+
+from memql import model
+from memql.schema.types import MemoryKind, MemoryScope
+
+
+@strawberry.input(description="A memory to save. Only `content` and `kind` are required.")
+class SaveMemoryInput:
+    content: str = strawberry.field(description="The statement, 1..8192 characters once trimmed.")
+    kind: MemoryKind = strawberry.field(
+        description="TOPICAL: a stable fact or preference; EPISODIC: a dated one-off event;"
+        " OPERATIONAL: a procedure to follow."
+    )
+    scope: MemoryScope | None = strawberry.field(
+        default=None, description="USER (default) or PROJECT (shared across the project)."
+    )
+    key: str | None = strawberry.field(
+        default=None,
+        description="Stable slug; saving with a key that is live supersedes that memory.",
+    )
+    category: str | None = strawberry.field(default=None, description="Defaults to `general`.")
+    pinned: bool = False
+    source_thread_ids: list[str] = strawberry.field(
+        default_factory=list, description="Provenance: up to 100 thread ids."
+    )
+    source: JSON | None = strawberry.field(
+        default=None, description="Provenance object (tool, agent, message)."
+    )
+    expires_at: datetime | None = strawberry.field(
+        default=None, description="After this instant the memory behaves as retired."
+    )
+
+    def to_domain(self) -> model.NewMemory:
+        return model.NewMemory(
+            content=self.content,
+            kind=self.kind,
+            scope=self.scope,
+            key=self.key,
+            category=self.category,
+            pinned=self.pinned,
+            source_thread_ids=tuple(self.source_thread_ids),
+            source=self.source,
+            expires_at=self.expires_at,
+        )

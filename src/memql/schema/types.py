@@ -1,0 +1,203 @@
+"""Strawberry types, built from domain objects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import strawberry
+from strawberry.scalars import JSON
+
+from memql import model
+
+MemoryKind = strawberry.enum(model.Kind, name="MemoryKind", description="What a memory is.")
+MemoryScope = strawberry.enum(
+    model.Scope, name="MemoryScope", description="USER: private to one app user; PROJECT: shared."
+)
+SaveOutcome = strawberry.enum(model.SaveOutcome, name="SaveOutcome")
+AccessLevel = strawberry.enum(model.Access, name="AccessLevel")
+Consumer = strawberry.enum(model.Consumer, name="Consumer")
+
+
+@strawberry.type(description="A short, durable statement about a person or a project.")
+class Memory:
+    id: strawberry.ID = strawberry.field(description="New for every version of a memory.")
+    kind: MemoryKind
+    scope: MemoryScope
+    content: str
+    key: str | None = strawberry.field(
+        description="Stable slug; saving with a live key supersedes that memory."
+    )
+    category: str
+    pinned: bool
+    source_thread_ids: list[str]
+    source: JSON | None = strawberry.field(
+        description="Provenance (tool, agent, message); never used for access decisions."
+    )
+    created_at: datetime
+    updated_at: datetime = strawberry.field(
+        description="Refreshed when a near-duplicate is absorbed."
+    )
+    expires_at: datetime | None
+    invalidated_at: datetime | None = strawberry.field(
+        description="Set when retired, superseded or expired."
+    )
+    invalidation_reason: str | None = strawberry.field(
+        description="`retired`, `superseded` or `expired`."
+    )
+    supersedes: strawberry.ID | None = strawberry.field(
+        description="The id of the version this one replaced."
+    )
+    superseded_by: strawberry.ID | None = strawberry.field(
+        description="The id of the version that replaced this one."
+    )
+    embedding_model: str
+
+    @classmethod
+    def from_domain(cls, m: model.Memory) -> Memory:
+        invalidated_at, reason = m.effective_invalidation(datetime.now(UTC))
+        return cls(
+            id=strawberry.ID(str(m.id)),
+            kind=m.kind,
+            scope=m.scope,
+            content=m.content,
+            key=m.key,
+            category=m.category,
+            pinned=m.pinned,
+            source_thread_ids=list(m.source_thread_ids),
+            source=m.source,
+            created_at=m.created_at,
+            updated_at=m.updated_at,
+            expires_at=m.expires_at,
+            invalidated_at=invalidated_at,
+            invalidation_reason=reason,
+            supersedes=strawberry.ID(str(m.supersedes)) if m.supersedes else None,
+            superseded_by=strawberry.ID(str(m.superseded_by)) if m.superseded_by else None,
+            embedding_model=m.embedding_model,
+        )
+
+
+@strawberry.type
+class MemoryEdge:
+    cursor: str
+    node: Memory
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None
+
+
+@strawberry.type(description="Newest first; pass `pageInfo.endCursor` as `after` for more.")
+class MemoryConnection:
+    edges: list[MemoryEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def from_domain(cls, page: model.Page) -> MemoryConnection:
+        return cls(
+            edges=[
+                MemoryEdge(cursor=c, node=Memory.from_domain(m))
+                for m, c in zip(page.memories, page.cursors, strict=True)
+            ],
+            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+        )
+
+
+@strawberry.type(description="The parts of a recall score, each in [0, 1].")
+class RecallSignals:
+    vector: float = strawberry.field(description="Cosine similarity of meaning.")
+    lexical: float = strawberry.field(
+        description="Full-text rank of the query's words, relative to the best match."
+    )
+    recency: float = strawberry.field(description="1 when just updated, halving every 30 days.")
+    pinned: float = strawberry.field(description="1 when pinned.")
+
+
+@strawberry.type
+class RecallHit:
+    memory: Memory
+    score: float = strawberry.field(description="Higher = more relevant; in [0, 1].")
+    signals: RecallSignals
+
+    @classmethod
+    def from_domain(cls, hit: model.RecallHit) -> RecallHit:
+        s = hit.signals
+        return cls(
+            memory=Memory.from_domain(hit.memory),
+            score=hit.score,
+            signals=RecallSignals(
+                vector=s.vector, lexical=s.lexical, recency=s.recency, pinned=s.pinned
+            ),
+        )
+
+
+@strawberry.type
+class NearDuplicate:
+    memory: Memory
+    similarity: float = strawberry.field(description="Cosine similarity to the saved content.")
+
+
+@strawberry.type
+class SaveMemoryPayload:
+    outcome: SaveOutcome
+    memory: Memory = strawberry.field(
+        description="The new memory, the one that absorbed the save, or the new version."
+    )
+    near_duplicates: list[NearDuplicate] = strawberry.field(
+        description="Similar live memories that did not absorb this save (another kind, or"
+        " below the absorb threshold): supersede one of them if it is the same fact."
+    )
+    superseded: Memory | None = strawberry.field(
+        description="The version this save retired (outcome SUPERSEDED)."
+    )
+
+    @classmethod
+    def from_domain(cls, r: model.SaveResult) -> SaveMemoryPayload:
+        return cls(
+            outcome=r.outcome,
+            memory=Memory.from_domain(r.memory),
+            near_duplicates=[
+                NearDuplicate(memory=Memory.from_domain(d.memory), similarity=d.similarity)
+                for d in r.near_duplicates
+            ],
+            superseded=Memory.from_domain(r.superseded) if r.superseded else None,
+        )
+
+
+@strawberry.type
+class SupersedeMemoryPayload:
+    memory: Memory = strawberry.field(description="The new version.")
+    superseded: Memory = strawberry.field(description="The retired version.")
+    near_duplicates: list[NearDuplicate]
+
+
+@strawberry.type
+class EraseResult:
+    erased: int = strawberry.field(description="How many memory versions were deleted.")
+
+
+@strawberry.type(description="A markdown block of memories for a system prompt.")
+class MemoryContext:
+    text: str
+    count: int = strawberry.field(description="Memories in the block.")
+    omitted: int = strawberry.field(description="Live memories left out to fit the budget.")
+
+
+@strawberry.type
+class Grant:
+    user: AccessLevel
+    project: AccessLevel
+
+
+@strawberry.type(description="Who is asking, so a UI can hide what it may not do.")
+class Viewer:
+    user_id: str
+    project_id: strawberry.ID
+    project_name: str
+    consumer: Consumer
+    grant: Grant
+
+
+IdArg = Annotated[strawberry.ID, strawberry.argument(description="A memory id (UUID).")]

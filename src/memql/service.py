@@ -1,0 +1,462 @@
+"""MemoryService: the one API that GraphQL and MCP call. Validation, grants and events live here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool
+
+from memql import dedup, metrics, validation
+from memql.context_block import format_context
+from memql.db import repository as repo
+from memql.db.repository import Conn, Weights
+from memql.embeddings import Embedder, Vector
+from memql.errors import BadInput, Conflict, Forbidden, NotFound
+from memql.model import (
+    ContextBlock,
+    EraseResult,
+    Kind,
+    Memory,
+    MemoryFilter,
+    NewMemory,
+    Page,
+    Principal,
+    RecallHit,
+    SaveOutcome,
+    SaveResult,
+    Scope,
+    Signals,
+)
+from memql.settings import Settings
+
+# Meaning dominates; words the model may not know (names, codes, versions) come through the
+# lexical side; recency and pinning only nudge. Calibrated on the recall evaluation set.
+DEFAULT_WEIGHTS = Weights(
+    vector=0.70, lexical=0.20, recency=0.05, pinned=0.05, recency_half_life_days=30.0
+)
+# the most memories a context block considers (a budget of 8000 characters holds ~100)
+CONTEXT_CANDIDATES = 500
+CONTEXT_BUDGET_MAX = 100_000
+
+
+class MemoryService:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        embedder: Embedder,
+        settings: Settings,
+        weights: Weights = DEFAULT_WEIGHTS,
+    ) -> None:
+        self._pool = pool
+        self._embedder = embedder
+        self._settings = settings
+        self._limits = settings.limits
+        self._weights = weights
+
+    @property
+    def model(self) -> str:
+        return self._embedder.model
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Conn]:
+        async with self._pool.connection() as conn, conn.transaction():
+            try:
+                yield conn
+            except pg_errors.UniqueViolation as exc:
+                raise Conflict(
+                    "another live memory holds that key; retire or supersede it first"
+                ) from exc
+
+    # --- access ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _require_write(principal: Principal, scope: Scope) -> None:
+        if not principal.grant.for_scope(scope).can_write:
+            raise Forbidden(f"this credential may not write {scope.value}-scope memories")
+
+    @staticmethod
+    def _readable(principal: Principal, scope: Scope | None) -> tuple[Scope, ...]:
+        """The scopes a read covers: the one asked for (which must be readable) or every
+        readable one (at least one)."""
+        if scope is not None:
+            if not principal.grant.for_scope(scope).can_read:
+                raise Forbidden(f"this credential may not read {scope.value}-scope memories")
+            return (scope,)
+        scopes = principal.grant.readable_scopes()
+        if not scopes:
+            raise Forbidden("this credential may not read memories")
+        return scopes
+
+    # --- writes ---------------------------------------------------------------------------
+
+    async def save(self, principal: Principal, raw: NewMemory) -> SaveResult:
+        """Save one memory: CREATED, ABSORBED into a same-kind near-duplicate, or SUPERSEDED
+        (its key was live)."""
+        [result] = await self.save_many(principal, [raw])
+        return result
+
+    async def save_many(self, principal: Principal, raws: Sequence[NewMemory]) -> list[SaveResult]:
+        """Save several memories atomically, each with its own outcome, in order.
+
+        Every input is validated before anything is written; one bad input fails the batch.
+        """
+        if not raws:
+            return []
+        if len(raws) > self._limits.batch_save:
+            raise BadInput(f"a batch holds at most {self._limits.batch_save} memories")
+        news: list[NewMemory] = []
+        for index, raw in enumerate(raws):
+            try:
+                new = validation.new_memory(raw, self._limits)
+                news.append(replace(new, scope=new.scope or Scope.USER))
+            except BadInput as exc:
+                if len(raws) > 1:
+                    exc.extensions["index"] = index
+                    exc.message = f"input {index}: {exc.message}"
+                    exc.args = (exc.message,)
+                raise
+        for new in news:
+            self._require_write(principal, new.scope)
+        vectors = await self._embedder.embed([n.content for n in news])
+        async with self._transaction() as conn:
+            # lock owners in one order so concurrent batches cannot deadlock
+            for scope in sorted({n.scope for n in news}, key=lambda s: s.value):
+                await repo.lock_owner(conn, principal.project_id, scope, principal.owner_for(scope))
+            results = [
+                await self._save_locked(conn, principal, new, vector)
+                for new, vector in zip(news, vectors, strict=True)
+            ]
+        for result in results:
+            metrics.SAVES.labels(result.outcome.value).inc()
+        return results
+
+    async def _save_locked(
+        self, conn: Conn, principal: Principal, new: NewMemory, vector: Vector
+    ) -> SaveResult:
+        if new.key is not None:
+            current = await repo.get_live_by_key(conn, principal, new.scope, new.key)
+            if current is not None:
+                if current.expires_at is not None and current.expires_at <= datetime.now(UTC):
+                    await repo.invalidate(conn, current.id, "expired", at_expiry=True)
+                else:
+                    return await self._replace(conn, principal, current, new, vector)
+        near = await repo.near_duplicates(
+            conn,
+            principal,
+            new.scope,
+            vector,
+            self.model,
+            threshold=self._settings.near_duplicate_threshold,
+        )
+        if new.key is None:
+            target = next(
+                (
+                    d
+                    for d in near
+                    if d.memory.kind is new.kind
+                    and dedup.may_absorb(
+                        d.memory.content, new.content, d.similarity,
+                        self._settings.absorb_threshold,
+                    )
+                ),
+                None,
+            )
+            if target is not None:
+                return await self._absorb(conn, principal, target.memory, new, target.similarity,
+                                          tuple(d for d in near if d is not target))
+        created = await repo.insert_memory(
+            conn, principal, new, embedding=vector, model=self.model
+        )
+        await repo.insert_event(
+            conn, principal, type="memory.created", scope=new.scope, memory_id=created.id,
+            payload={"memory": repo.snapshot(created)},
+        )
+        return SaveResult(SaveOutcome.CREATED, created, tuple(near))
+
+    async def _absorb(
+        self,
+        conn: Conn,
+        principal: Principal,
+        existing: Memory,
+        new: NewMemory,
+        similarity: float,
+        others: tuple[repo.NearDuplicate, ...],
+    ) -> SaveResult:
+        merged = tuple(dict.fromkeys(existing.source_thread_ids + new.source_thread_ids))
+        # over the cap, the newest provenance wins
+        merged = merged[-self._limits.source_thread_ids :]
+        absorbed = await repo.absorb(conn, existing.id, merged, new.pinned)
+        await repo.insert_event(
+            conn, principal, type="memory.absorbed", scope=new.scope, memory_id=existing.id,
+            payload={
+                # the absorbed text is kept so nothing said is lost
+                "absorbedContent": new.content,
+                "absorbedSourceThreadIds": list(new.source_thread_ids),
+                "absorbedSource": new.source,
+                "similarity": similarity,
+            },
+        )
+        return SaveResult(SaveOutcome.ABSORBED, absorbed, others)
+
+    async def _replace(
+        self, conn: Conn, principal: Principal, old: Memory, new: NewMemory, vector: Vector
+    ) -> SaveResult:
+        """Retire `old` as superseded and insert `new` as its next version, in this transaction."""
+        new_id = uuid.uuid4()
+        retired = await repo.invalidate(conn, old.id, "superseded", superseded_by=new_id)
+        created = await repo.insert_memory(
+            conn, principal, new, embedding=vector, model=self.model, memory_id=new_id,
+            supersedes=old.id,
+        )
+        await repo.insert_event(
+            conn, principal, type="memory.superseded", scope=new.scope, memory_id=created.id,
+            payload={"memory": repo.snapshot(created), "supersededId": str(old.id)},
+        )
+        near = await repo.near_duplicates(
+            conn, principal, new.scope, vector, self.model,
+            threshold=self._settings.near_duplicate_threshold, exclude=[created.id],
+        )
+        return SaveResult(SaveOutcome.SUPERSEDED, created, tuple(near), superseded=retired)
+
+    async def supersede(
+        self,
+        principal: Principal,
+        raw: NewMemory,
+        *,
+        memory_id: uuid.UUID | None = None,
+        key: str | None = None,
+        scope: Scope | None = None,
+    ) -> SaveResult:
+        """Replace a live memory (by id, or by key within `scope`) with a full new version.
+
+        The new version keeps the old one's key when the input names none.
+        """
+        new = validation.new_memory(raw, self._limits)
+        [vector] = await self._embedder.embed([new.content])
+        async with self._transaction() as conn:
+            old = await self._locate_locked(conn, principal, memory_id, key, scope)
+            self._require_live(old, "supersede")
+            if new.key is None:
+                new = replace(new, key=old.key)
+            elif new.key != old.key:
+                holder = await repo.get_live_by_key(conn, principal, old.scope, new.key)
+                if holder is not None:
+                    raise Conflict(f"another live memory holds the key {new.key!r}")
+            if new.scope is not None and new.scope is not old.scope:
+                raise BadInput(
+                    "a new version keeps the scope of the memory it supersedes", field="scope"
+                )
+            new = replace(new, scope=old.scope)
+            return await self._replace(conn, principal, old, new, vector)
+
+    async def retire(
+        self,
+        principal: Principal,
+        *,
+        memory_id: uuid.UUID | None = None,
+        key: str | None = None,
+        scope: Scope | None = None,
+    ) -> Memory:
+        async with self._transaction() as conn:
+            memory = await self._locate_locked(conn, principal, memory_id, key, scope)
+            self._require_live(memory, "retire")
+            retired = await repo.invalidate(conn, memory.id, "retired")
+            await repo.insert_event(
+                conn, principal, type="memory.retired", scope=memory.scope, memory_id=memory.id,
+                payload={},
+            )
+            return retired
+
+    async def restore(self, principal: Principal, memory_id: uuid.UUID) -> Memory:
+        """Bring a retired memory back (not a superseded one: restore its newest version's chain
+        by superseding instead)."""
+        async with self._transaction() as conn:
+            memory = await self._locate_locked(conn, principal, memory_id, None, None)
+            if memory.invalidation_reason != "retired":
+                state = memory.invalidation_reason or "live"
+                raise Conflict(f"only a retired memory can be restored; this one is {state}")
+            if memory.key is not None and await repo.get_live_by_key(
+                conn, principal, memory.scope, memory.key
+            ):
+                raise Conflict(f"another live memory holds the key {memory.key!r}")
+            restored = await repo.reinstate(conn, memory.id)
+            await repo.insert_event(
+                conn, principal, type="memory.restored", scope=memory.scope, memory_id=memory.id,
+                payload={},
+            )
+            return restored
+
+    async def erase(self, principal: Principal, memory_id: uuid.UUID) -> EraseResult:
+        """Hard-delete a memory with all its versions and the events carrying their content."""
+        self._require_server_credential(principal)
+        async with self._transaction() as conn:
+            memory = await self._locate_locked(conn, principal, memory_id, None, None)
+            ids = await repo.erase_chain(conn, principal, memory)
+            await repo.insert_event(
+                conn, principal, type="memory.erased", scope=memory.scope, memory_id=memory.id,
+                payload={"versions": len(ids)},
+            )
+            return EraseResult(erased=len(ids), memory_ids=tuple(ids))
+
+    async def erase_user(self, principal: Principal) -> EraseResult:
+        """Hard-delete everything of the principal's user in this project (right to erasure)."""
+        self._require_server_credential(principal)
+        self._require_write(principal, Scope.USER)
+        async with self._transaction() as conn:
+            await repo.lock_owner(conn, principal.project_id, Scope.USER, principal.user_id)
+            count = await repo.erase_owner(conn, principal, Scope.USER)
+            await repo.insert_event(
+                conn, principal, type="memory.erased", scope=Scope.USER, memory_id=None,
+                payload={"versions": count},
+            )
+            return EraseResult(erased=count)
+
+    @staticmethod
+    def _require_server_credential(principal: Principal) -> None:
+        if not principal.server_credential:
+            raise Forbidden("erasure needs a server credential (API key)")
+
+    @staticmethod
+    def _require_live(memory: Memory, action: str) -> None:
+        invalidated_at, reason = memory.effective_invalidation(datetime.now(UTC))
+        if invalidated_at is not None:
+            raise Conflict(f"cannot {action} a memory that is {reason}")
+
+    async def _locate_locked(
+        self,
+        conn: Conn,
+        principal: Principal,
+        memory_id: uuid.UUID | None,
+        key: str | None,
+        scope: Scope | None,
+    ) -> Memory:
+        """The memory named by id or by key, with its owner locked and write access checked."""
+        if (memory_id is None) == (key is None):
+            raise BadInput("name the memory by `id` or by `key`, not both")
+        readable = principal.grant.readable_scopes()
+        if memory_id is not None:
+            found = await repo.get(conn, principal, memory_id, readable)
+        else:
+            key_scope = scope or Scope.USER
+            found = (
+                await repo.get_live_by_key(conn, principal, key_scope, validation.key(key) or "")
+                if key_scope in readable
+                else None
+            )
+        if found is None:
+            raise NotFound("no such memory")
+        self._require_write(principal, found.scope)
+        await repo.lock_owner(conn, principal.project_id, found.scope, found.owner_id)
+        # read again under the lock: a concurrent write may have changed it
+        fresh = await repo.get(conn, principal, found.id, [found.scope])
+        if fresh is None:
+            raise NotFound("no such memory")
+        return fresh
+
+    # --- reads ----------------------------------------------------------------------------
+
+    async def get(self, principal: Principal, memory_id: uuid.UUID) -> Memory | None:
+        scopes = self._readable(principal, None)
+        async with self._pool.connection() as conn:
+            return await repo.get(conn, principal, memory_id, scopes)
+
+    async def history(self, principal: Principal, memory_id: uuid.UUID) -> list[Memory]:
+        scopes = self._readable(principal, None)
+        async with self._pool.connection() as conn:
+            versions = await repo.history(conn, principal, memory_id, scopes)
+        if not versions:
+            raise NotFound("no such memory")
+        return versions
+
+    async def list(
+        self,
+        principal: Principal,
+        *,
+        scope: Scope | None = None,
+        kind: Kind | None = None,
+        category: str | None = None,
+        pinned: bool | None = None,
+        contains: str | None = None,
+        include_invalidated: bool = False,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> Page:
+        first = validation.bounded(
+            first, self._limits.list_default, self._limits.list_max, field="first"
+        )
+        flt = MemoryFilter(
+            scopes=self._readable(principal, scope),
+            kind=kind,
+            category=category,
+            pinned=pinned,
+            contains=contains or None,
+            include_invalidated=include_invalidated,
+        )
+        async with self._pool.connection() as conn:
+            return await repo.list_page(conn, principal, flt, first, after)
+
+    async def recall(
+        self,
+        principal: Principal,
+        query: str,
+        *,
+        limit: int | None = None,
+        scope: Scope | None = None,
+        kinds: Sequence[Kind] | None = None,
+        categories: Sequence[str] | None = None,
+    ) -> list[RecallHit]:
+        """The most relevant live memories for `query`, best first; score in [0, 1]."""
+        limit = validation.bounded(
+            limit, self._limits.recall_default, self._limits.recall_max, field="limit"
+        )
+        return await self._recall(
+            principal, validation.content(query, self._limits, field="query"), limit,
+            self._readable(principal, scope), kinds, categories,
+        )
+
+    async def _recall(
+        self,
+        principal: Principal,
+        query: str,
+        limit: int,
+        scopes: tuple[Scope, ...],
+        kinds: Sequence[Kind] | None = None,
+        categories: Sequence[str] | None = None,
+    ) -> list[RecallHit]:
+        [vector] = await self._embedder.embed([query])
+        async with self._pool.connection() as conn:
+            rows = await repo.recall(
+                conn, principal, query=query, embedding=vector, model=self.model, scopes=scopes,
+                kinds=kinds, categories=categories, weights=self._weights, limit=limit,
+            )
+        return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in rows]
+
+    async def context(
+        self, principal: Principal, *, query: str | None = None, budget: int | None = None
+    ) -> ContextBlock:
+        """The block a trusted loop puts in its system prompt: pinned first, then the most
+        relevant to `query` (or the newest without one), within `budget` characters."""
+        budget = validation.bounded(
+            budget, self._limits.context_budget, CONTEXT_BUDGET_MAX, field="budget"
+        )
+        scopes = self._readable(principal, None)
+        if query is not None and query.strip():
+            hits = await self._recall(
+                principal, validation.content(query, self._limits, field="query"),
+                CONTEXT_CANDIDATES, scopes,
+            )
+            memories = [h.memory for h in hits]
+            memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each
+            async with self._pool.connection() as conn:
+                total = await repo.count_live(conn, principal, scopes)
+        else:
+            async with self._pool.connection() as conn:
+                memories, total = await repo.context_memories(
+                    conn, principal, scopes, CONTEXT_CANDIDATES
+                )
+        return format_context(memories, budget, total)

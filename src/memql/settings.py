@@ -1,0 +1,127 @@
+"""One validated settings object, read from the environment when asked, never at import time."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import platformdirs
+
+from memql.errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Limits:
+    content_chars: int = 8192
+    source_thread_ids: int = 100
+    list_default: int = 50
+    list_max: int = 200
+    recall_default: int = 5
+    recall_max: int = 20
+    context_budget: int = 8000
+    batch_save: int = 100
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None = None
+    data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir("memql")))
+    redis_url: str | None = None
+    embedder: str = "local"
+    embeddings_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_dimensions: int | None = None
+    embeddings_api_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # Cosine similarity at or above which a same-kind live memory absorbs a new save.
+    absorb_threshold: float = 0.95
+    # Cosine similarity at or above which other memories are reported as near-duplicates.
+    near_duplicate_threshold: float = 0.80
+    graphiql: bool = True
+    introspection: bool = True
+    pool_min_size: int = 2
+    pool_max_size: int = 10
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        s = cls()
+        values: dict[str, object] = {}
+        if v := env.get("DATABASE_URL"):
+            values["database_url"] = v
+        if v := env.get("MEMQL_DATA_DIR"):
+            values["data_dir"] = Path(v).expanduser()
+        if v := env.get("REDIS_URL"):
+            values["redis_url"] = v
+        if v := env.get("MEMQL_EMBEDDER"):
+            values["embedder"] = v.strip().lower()
+        for name in ("url", "model", "api_key"):
+            if v := env.get(f"MEMQL_EMBEDDINGS_{name.upper()}"):
+                values[f"embeddings_{name}"] = v
+        if v := env.get("MEMQL_EMBEDDINGS_DIMENSIONS"):
+            values["embeddings_dimensions"] = _int("MEMQL_EMBEDDINGS_DIMENSIONS", v, minimum=1)
+        if v := env.get("MEMQL_HOST"):
+            values["host"] = v
+        if v := env.get("MEMQL_PORT"):
+            values["port"] = _int("MEMQL_PORT", v, minimum=0)
+        if v := env.get("MEMQL_ABSORB_THRESHOLD"):
+            values["absorb_threshold"] = _float("MEMQL_ABSORB_THRESHOLD", v)
+        if v := env.get("MEMQL_NEAR_DUPLICATE_THRESHOLD"):
+            values["near_duplicate_threshold"] = _float("MEMQL_NEAR_DUPLICATE_THRESHOLD", v)
+        if v := env.get("MEMQL_GRAPHIQL"):
+            values["graphiql"] = _bool("MEMQL_GRAPHIQL", v)
+        if v := env.get("MEMQL_INTROSPECTION"):
+            values["introspection"] = _bool("MEMQL_INTROSPECTION", v)
+        if v := env.get("MEMQL_POOL_MAX_SIZE"):
+            values["pool_max_size"] = _int("MEMQL_POOL_MAX_SIZE", v, minimum=1)
+        s = replace(s, **values)  # type: ignore[arg-type]
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        if self.embedder not in ("local", "openai", "tei"):
+            raise ConfigurationError(
+                f"MEMQL_EMBEDDER={self.embedder!r} is not one of local, openai, tei"
+            )
+        if self.embedder != "local" and not self.embeddings_url:
+            raise ConfigurationError(
+                f"MEMQL_EMBEDDER={self.embedder} needs MEMQL_EMBEDDINGS_URL"
+                " (and MEMQL_EMBEDDINGS_MODEL)"
+            )
+        if not self.near_duplicate_threshold <= self.absorb_threshold:
+            raise ConfigurationError(
+                "MEMQL_NEAR_DUPLICATE_THRESHOLD must not exceed MEMQL_ABSORB_THRESHOLD"
+            )
+
+
+def _int(name: str, raw: str, *, minimum: int) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def _float(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
+    if not 0.0 < value <= 1.0:
+        raise ConfigurationError(f"{name}={raw!r} must be in (0, 1]")
+    return value
+
+
+def _bool(name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(f"{name}={raw!r} is not a boolean (true/false)")

@@ -1,0 +1,109 @@
+"""Input rules shared by every entry point (GraphQL, MCP, import). Pure; raises BadInput."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from memql.errors import BadInput
+from memql.model import NewMemory
+from memql.settings import Limits
+
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
+CATEGORY_MAX = 64
+THREAD_ID_MAX = 256
+SOURCE_MAX_BYTES = 16 * 1024
+
+
+def content(text: str, limits: Limits, *, field: str = "content") -> str:
+    trimmed = text.strip()
+    if not trimmed:
+        raise BadInput(f"`{field}` is empty", field=field)
+    if len(trimmed) > limits.content_chars:
+        raise BadInput(
+            f"`{field}` has {len(trimmed)} characters; the limit is {limits.content_chars}",
+            field=field,
+        )
+    return trimmed
+
+
+def key(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not KEY_PATTERN.match(value):
+        raise BadInput(
+            "`key` must be a slug: 1..128 of letters, digits and . _ : / -, starting with a"
+            " letter or digit",
+            field="key",
+        )
+    return value
+
+
+def category(value: str | None) -> str:
+    if value is None:
+        return "general"
+    value = value.strip()
+    if not value or len(value) > CATEGORY_MAX or "\n" in value:
+        raise BadInput(f"`category` must be 1..{CATEGORY_MAX} characters on one line", field="category")
+    return value
+
+
+def thread_ids(values: tuple[str, ...] | list[str], limits: Limits) -> tuple[str, ...]:
+    cleaned = tuple(dict.fromkeys(v.strip() for v in values))
+    if len(cleaned) > limits.source_thread_ids:
+        raise BadInput(
+            f"`sourceThreadIds` has {len(cleaned)} ids; the limit is {limits.source_thread_ids}",
+            field="sourceThreadIds",
+        )
+    if any(not v or len(v) > THREAD_ID_MAX for v in cleaned):
+        raise BadInput(
+            f"each of `sourceThreadIds` must be 1..{THREAD_ID_MAX} characters",
+            field="sourceThreadIds",
+        )
+    return cleaned
+
+
+def source(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadInput("`source` must be a JSON object", field="source")
+    if len(json.dumps(value)) > SOURCE_MAX_BYTES:
+        raise BadInput(f"`source` is larger than {SOURCE_MAX_BYTES} bytes", field="source")
+    return value
+
+
+def expires_at(value: datetime | None, now: datetime) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    if value <= now:
+        raise BadInput("`expiresAt` must be in the future", field="expiresAt")
+    return value
+
+
+def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> NewMemory:
+    """A cleaned copy of `raw`, or BadInput naming the first field that breaks a rule."""
+    now = now or datetime.now(UTC)
+    return replace(
+        raw,
+        content=content(raw.content, limits),
+        key=key(raw.key),
+        category=category(raw.category),
+        source_thread_ids=thread_ids(raw.source_thread_ids, limits),
+        source=source(raw.source),
+        expires_at=expires_at(raw.expires_at, now),
+    )
+
+
+def bounded(value: int | None, default: int, maximum: int, *, field: str) -> int:
+    if value is None:
+        return default
+    if not 1 <= value <= maximum:
+        raise BadInput(f"`{field}` must be between 1 and {maximum}", field=field)
+    return value
