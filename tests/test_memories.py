@@ -92,7 +92,9 @@ async def test_supersede_by_id_and_by_key_replaces_in_full(alice):
     assert v2["superseded"]["id"] == v1["memory"]["id"]
     # a full replacement: fields not given take their defaults, the key is kept
     assert (v2["memory"]["key"], v2["memory"]["category"], v2["memory"]["pinned"]) == (
-        "tz", "general", False,
+        "tz",
+        "general",
+        False,
     )
     by_id = await alice.ok(
         SUPERSEDE,

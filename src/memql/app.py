@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
@@ -18,7 +19,7 @@ from starlette.routing import Route, WebSocketRoute
 from memql import metrics
 from memql.access.authenticate import Authenticator
 from memql.db import repository as repo
-from memql.db.embedded import start_embedded
+from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
 from memql.db.pool import open_pool
 from memql.embeddings import Embedder, create_embedder
@@ -29,6 +30,8 @@ from memql.service import MemoryService
 from memql.settings import Settings
 
 log = logging.getLogger(__name__)
+
+DEV_PROJECT = "dev"
 
 
 @dataclass
@@ -55,6 +58,27 @@ async def check_embedding_space(pool: AsyncConnectionPool, embedder: Embedder) -
         )
 
 
+async def ensure_first_project(url: str, *, embedded: bool) -> None:
+    """On an empty database, make a `dev` project (embedded default) or say how to make one."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        if await repo.list_projects(conn):
+            return
+        if not embedded:
+            log.warning(
+                "no project yet: create one with `memql projects create NAME`, then a key with"
+                " `memql keys create --project NAME`"
+            )
+            return
+        await repo.create_project(conn, DEV_PROJECT)
+        await conn.commit()
+    log.warning(
+        "first run: created the project '%s'. Get an API key with `memql keys create --project"
+        " %s` and send it as `Authorization: Bearer <key>` with `X-User-Id: <user id>`",
+        DEV_PROJECT,
+        DEV_PROJECT,
+    )
+
+
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starlette:
     """The memql ASGI app. Pass `embedder` to share one loaded model between apps (tests)."""
     resources: Resources | None = None
@@ -67,9 +91,20 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         nonlocal resources
-        url = settings.database_url or await asyncio.to_thread(start_embedded, settings.data_dir)
-        await migrate(url)
-        pool = await open_pool(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+        embedded = None
+        if settings.database_url is None:
+            embedded = await asyncio.to_thread(EmbeddedDatabase, settings.data_dir)
+        url = settings.database_url or embedded.url  # type: ignore[union-attr]
+        try:
+            await migrate(url)
+            await ensure_first_project(url, embedded=embedded is not None)
+            pool = await open_pool(
+                url, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+            )
+        except BaseException:
+            if embedded is not None:
+                embedded.release()
+            raise
         own_embedder = embedder is None
         try:
             active = embedder or await create_embedder(settings)
@@ -81,9 +116,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             yield
         finally:
             resources = None
+            metrics.watch_pool(None)
             await pool.close()
             if own_embedder and "active" in locals():
                 await active.close()
+            if embedded is not None:
+                embedded.release()
 
     graphql = GraphQLApp(
         build_schema(introspection=settings.introspection),
@@ -103,7 +141,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         except Exception as exc:
             log.warning("readiness check failed: %s", exc)
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
-        return JSONResponse({"status": "ready", "database": "up", "embedder": resources.embedder.model})
+        return JSONResponse(
+            {"status": "ready", "database": "up", "embedder": resources.embedder.model}
+        )
 
     async def metrics_endpoint(request: Request) -> Response:
         return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

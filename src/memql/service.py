@@ -112,8 +112,7 @@ class MemoryService:
         news: list[NewMemory] = []
         for index, raw in enumerate(raws):
             try:
-                new = validation.new_memory(raw, self._limits)
-                news.append(replace(new, scope=new.scope or Scope.USER))
+                news.append(validation.new_memory(raw, self._limits))
             except BadInput as exc:
                 if len(raws) > 1:
                     exc.extensions["index"] = index
@@ -121,11 +120,11 @@ class MemoryService:
                     exc.args = (exc.message,)
                 raise
         for new in news:
-            self._require_write(principal, new.scope)
+            self._require_write(principal, new.scope or Scope.USER)
         vectors = await self._embedder.embed([n.content for n in news])
         async with self._transaction() as conn:
             # lock owners in one order so concurrent batches cannot deadlock
-            for scope in sorted({n.scope for n in news}, key=lambda s: s.value):
+            for scope in sorted({n.scope or Scope.USER for n in news}, key=lambda s: s.value):
                 await repo.lock_owner(conn, principal.project_id, scope, principal.owner_for(scope))
             results = [
                 await self._save_locked(conn, principal, new, vector)
@@ -138,8 +137,9 @@ class MemoryService:
     async def _save_locked(
         self, conn: Conn, principal: Principal, new: NewMemory, vector: Vector
     ) -> SaveResult:
+        scope = new.scope or Scope.USER
         if new.key is not None:
-            current = await repo.get_live_by_key(conn, principal, new.scope, new.key)
+            current = await repo.get_live_by_key(conn, principal, scope, new.key)
             if current is not None:
                 if current.expires_at is not None and current.expires_at <= datetime.now(UTC):
                     await repo.invalidate(conn, current.id, "expired", at_expiry=True)
@@ -148,7 +148,7 @@ class MemoryService:
         near = await repo.near_duplicates(
             conn,
             principal,
-            new.scope,
+            scope,
             vector,
             self.model,
             threshold=self._settings.near_duplicate_threshold,
@@ -160,20 +160,32 @@ class MemoryService:
                     for d in near
                     if d.memory.kind is new.kind
                     and dedup.may_absorb(
-                        d.memory.content, new.content, d.similarity,
+                        d.memory.content,
+                        new.content,
+                        d.similarity,
                         self._settings.absorb_threshold,
                     )
                 ),
                 None,
             )
             if target is not None:
-                return await self._absorb(conn, principal, target.memory, new, target.similarity,
-                                          tuple(d for d in near if d is not target))
+                return await self._absorb(
+                    conn,
+                    principal,
+                    target.memory,
+                    new,
+                    target.similarity,
+                    tuple(d for d in near if d is not target),
+                )
         created = await repo.insert_memory(
-            conn, principal, new, embedding=vector, model=self.model
+            conn, principal, new, scope=scope, embedding=vector, model=self.model
         )
         await repo.insert_event(
-            conn, principal, type="memory.created", scope=new.scope, memory_id=created.id,
+            conn,
+            principal,
+            type="memory.created",
+            scope=scope,
+            memory_id=created.id,
             payload={"memory": repo.snapshot(created)},
         )
         return SaveResult(SaveOutcome.CREATED, created, tuple(near))
@@ -192,7 +204,11 @@ class MemoryService:
         merged = merged[-self._limits.source_thread_ids :]
         absorbed = await repo.absorb(conn, existing.id, merged, new.pinned)
         await repo.insert_event(
-            conn, principal, type="memory.absorbed", scope=new.scope, memory_id=existing.id,
+            conn,
+            principal,
+            type="memory.absorbed",
+            scope=existing.scope,
+            memory_id=existing.id,
             payload={
                 # the absorbed text is kept so nothing said is lost
                 "absorbedContent": new.content,
@@ -210,16 +226,31 @@ class MemoryService:
         new_id = uuid.uuid4()
         retired = await repo.invalidate(conn, old.id, "superseded", superseded_by=new_id)
         created = await repo.insert_memory(
-            conn, principal, new, embedding=vector, model=self.model, memory_id=new_id,
+            conn,
+            principal,
+            new,
+            scope=old.scope,
+            embedding=vector,
+            model=self.model,
+            memory_id=new_id,
             supersedes=old.id,
         )
         await repo.insert_event(
-            conn, principal, type="memory.superseded", scope=new.scope, memory_id=created.id,
+            conn,
+            principal,
+            type="memory.superseded",
+            scope=old.scope,
+            memory_id=created.id,
             payload={"memory": repo.snapshot(created), "supersededId": str(old.id)},
         )
         near = await repo.near_duplicates(
-            conn, principal, new.scope, vector, self.model,
-            threshold=self._settings.near_duplicate_threshold, exclude=[created.id],
+            conn,
+            principal,
+            old.scope,
+            vector,
+            self.model,
+            threshold=self._settings.near_duplicate_threshold,
+            exclude=[created.id],
         )
         return SaveResult(SaveOutcome.SUPERSEDED, created, tuple(near), superseded=retired)
 
@@ -267,7 +298,11 @@ class MemoryService:
             self._require_live(memory, "retire")
             retired = await repo.invalidate(conn, memory.id, "retired")
             await repo.insert_event(
-                conn, principal, type="memory.retired", scope=memory.scope, memory_id=memory.id,
+                conn,
+                principal,
+                type="memory.retired",
+                scope=memory.scope,
+                memory_id=memory.id,
                 payload={},
             )
             return retired
@@ -286,7 +321,11 @@ class MemoryService:
                 raise Conflict(f"another live memory holds the key {memory.key!r}")
             restored = await repo.reinstate(conn, memory.id)
             await repo.insert_event(
-                conn, principal, type="memory.restored", scope=memory.scope, memory_id=memory.id,
+                conn,
+                principal,
+                type="memory.restored",
+                scope=memory.scope,
+                memory_id=memory.id,
                 payload={},
             )
             return restored
@@ -298,7 +337,11 @@ class MemoryService:
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             ids = await repo.erase_chain(conn, principal, memory)
             await repo.insert_event(
-                conn, principal, type="memory.erased", scope=memory.scope, memory_id=memory.id,
+                conn,
+                principal,
+                type="memory.erased",
+                scope=memory.scope,
+                memory_id=memory.id,
                 payload={"versions": len(ids)},
             )
             return EraseResult(erased=len(ids), memory_ids=tuple(ids))
@@ -311,7 +354,11 @@ class MemoryService:
             await repo.lock_owner(conn, principal.project_id, Scope.USER, principal.user_id)
             count = await repo.erase_owner(conn, principal, Scope.USER)
             await repo.insert_event(
-                conn, principal, type="memory.erased", scope=Scope.USER, memory_id=None,
+                conn,
+                principal,
+                type="memory.erased",
+                scope=Scope.USER,
+                memory_id=None,
                 payload={"versions": count},
             )
             return EraseResult(erased=count)
@@ -373,7 +420,7 @@ class MemoryService:
             raise NotFound("no such memory")
         return versions
 
-    async def list(
+    async def list_memories(
         self,
         principal: Principal,
         *,
@@ -415,8 +462,12 @@ class MemoryService:
             limit, self._limits.recall_default, self._limits.recall_max, field="limit"
         )
         return await self._recall(
-            principal, validation.content(query, self._limits, field="query"), limit,
-            self._readable(principal, scope), kinds, categories,
+            principal,
+            validation.content(query, self._limits, field="query"),
+            limit,
+            self._readable(principal, scope),
+            kinds,
+            categories,
         )
 
     async def _recall(
@@ -431,8 +482,16 @@ class MemoryService:
         [vector] = await self._embedder.embed([query])
         async with self._pool.connection() as conn:
             rows = await repo.recall(
-                conn, principal, query=query, embedding=vector, model=self.model, scopes=scopes,
-                kinds=kinds, categories=categories, weights=self._weights, limit=limit,
+                conn,
+                principal,
+                query=query,
+                embedding=vector,
+                model=self.model,
+                scopes=scopes,
+                kinds=kinds,
+                categories=categories,
+                weights=self._weights,
+                limit=limit,
             )
         return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in rows]
 
@@ -447,8 +506,10 @@ class MemoryService:
         scopes = self._readable(principal, None)
         if query is not None and query.strip():
             hits = await self._recall(
-                principal, validation.content(query, self._limits, field="query"),
-                CONTEXT_CANDIDATES, scopes,
+                principal,
+                validation.content(query, self._limits, field="query"),
+                CONTEXT_CANDIDATES,
+                scopes,
             )
             memories = [h.memory for h in hits]
             memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each

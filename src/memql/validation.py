@@ -48,7 +48,9 @@ def category(value: str | None) -> str:
         return "general"
     value = value.strip()
     if not value or len(value) > CATEGORY_MAX or "\n" in value:
-        raise BadInput(f"`category` must be 1..{CATEGORY_MAX} characters on one line", field="category")
+        raise BadInput(
+            f"`category` must be 1..{CATEGORY_MAX} characters on one line", field="category"
+        )
     return value
 
 

@@ -17,7 +17,7 @@ _MIGRATION_LOCK = 0x6D656D716C
 
 def _migrations() -> list[tuple[str, str]]:
     folder = resources.files("memql.db") / "migrations"
-    files = sorted(f for f in folder.iterdir() if f.name.endswith(".sql"))
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     return [(f.name.removesuffix(".sql"), f.read_text(encoding="utf-8")) for f in files]
 
 
@@ -27,9 +27,7 @@ async def migrate(url: str) -> list[str]:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await conn.execute("select pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
         try:
-            cur = await conn.execute(
-                "select 1 from pg_available_extensions where name = 'vector'"
-            )
+            cur = await conn.execute("select 1 from pg_available_extensions where name = 'vector'")
             if await cur.fetchone() is None:
                 raise ConfigurationError(
                     "this PostgreSQL has no pgvector extension ('vector'): install pgvector on"
@@ -47,9 +45,7 @@ async def migrate(url: str) -> list[str]:
                     continue
                 async with conn.transaction():
                     await conn.execute(sql.encode())
-                    await conn.execute(
-                        "insert into schema_migrations (name) values (%s)", (name,)
-                    )
+                    await conn.execute("insert into schema_migrations (name) values (%s)", (name,))
                 log.info("applied migration %s", name)
                 applied.append(name)
         finally:

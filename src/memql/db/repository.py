@@ -118,6 +118,7 @@ async def insert_memory(
     principal: Principal,
     new: NewMemory,
     *,
+    scope: Scope,
     embedding: Vector,
     model: str,
     memory_id: uuid.UUID | None = None,
@@ -141,8 +142,8 @@ async def insert_memory(
         {
             "id": memory_id or uuid.uuid4(),
             "project_id": principal.project_id,
-            "scope": new.scope.value,
-            "owner_id": principal.owner_for(new.scope),
+            "scope": scope.value,
+            "owner_id": principal.owner_for(scope),
             "kind": new.kind.value,
             "content": new.content,
             "key": new.key,

@@ -31,7 +31,8 @@ class LocalEmbedder:
         name = model_name or DEFAULT_MODEL
         if name != DEFAULT_MODEL:
             raise ConfigurationError(
-                f"the local embedder ships only {DEFAULT_MODEL}; got MEMQL_EMBEDDINGS_MODEL={name!r}"
+                f"the local embedder ships only {DEFAULT_MODEL};"
+                f" got MEMQL_EMBEDDINGS_MODEL={name!r}"
             )
         return await asyncio.to_thread(cls._load_sync, name)
 

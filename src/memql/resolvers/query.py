@@ -49,7 +49,7 @@ class Query:
         first: int = 50,
         after: str | None = None,
     ) -> MemoryConnection:
-        page = await info.context.service.list(
+        page = await info.context.service.list_memories(
             info.context.principal,
             scope=scope,
             kind=kind,

@@ -17,7 +17,7 @@ from strawberry.schema.config import StrawberryConfig
 from memql.metrics import OperationMetrics
 from memql.resolvers.mutation import Mutation
 from memql.resolvers.query import Query
-from memql.schema.errors import ErrorCodes
+from memql.schema.errors import classify
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -26,13 +26,13 @@ MAX_TOKENS = 4000
 
 class MemqlSchema(strawberry.Schema):
     def process_errors(self, errors: list[Any], execution_context: Any = None) -> None:
-        # ErrorCodes logs what is unexpected; expected errors are answers, not log noise
-        return None
+        # expected errors are answers, not log noise: only the unexpected are logged
+        for error in errors:
+            classify(error)
 
 
 def build_schema(*, introspection: bool = True) -> strawberry.Schema:
     extensions: list[Any] = [
-        ErrorCodes,
         OperationMetrics,
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
         lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),

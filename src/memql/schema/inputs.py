@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, cast
 
 import strawberry
 from strawberry.scalars import JSON
@@ -46,6 +47,6 @@ class SaveMemoryInput:
             category=self.category,
             pinned=self.pinned,
             source_thread_ids=tuple(self.source_thread_ids),
-            source=self.source,
+            source=cast(dict[str, Any] | None, self.source),
             expires_at=self.expires_at,
         )

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, TypeAlias, cast
 
 import strawberry
 from strawberry.scalars import JSON
 
 from memql import model
 
-MemoryKind = strawberry.enum(model.Kind, name="MemoryKind", description="What a memory is.")
-MemoryScope = strawberry.enum(
+# The domain enums, registered with GraphQL names; annotations use the domain classes themselves.
+strawberry.enum(model.Kind, name="MemoryKind", description="What a memory is.")
+strawberry.enum(
     model.Scope, name="MemoryScope", description="USER: private to one app user; PROJECT: shared."
 )
-SaveOutcome = strawberry.enum(model.SaveOutcome, name="SaveOutcome")
-AccessLevel = strawberry.enum(model.Access, name="AccessLevel")
-Consumer = strawberry.enum(model.Consumer, name="Consumer")
+strawberry.enum(model.SaveOutcome, name="SaveOutcome")
+strawberry.enum(model.Access, name="AccessLevel")
+strawberry.enum(model.Consumer, name="Consumer")
+MemoryKind: TypeAlias = model.Kind
+MemoryScope: TypeAlias = model.Scope
+SaveOutcome: TypeAlias = model.SaveOutcome
+AccessLevel: TypeAlias = model.Access
+Consumer: TypeAlias = model.Consumer
 
 
 @strawberry.type(description="A short, durable statement about a person or a project.")
@@ -65,7 +71,7 @@ class Memory:
             category=m.category,
             pinned=m.pinned,
             source_thread_ids=list(m.source_thread_ids),
-            source=m.source,
+            source=cast(JSON | None, m.source),
             created_at=m.created_at,
             updated_at=m.updated_at,
             expires_at=m.expires_at,

@@ -1,0 +1,26 @@
+# memql: multi-stage build, CPU-only torch, runs as a non-root user.
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+RUN python -m venv /opt/memql
+# CPU wheels only: the default torch wheel on Linux pulls several GB of CUDA libraries
+RUN /opt/memql/bin/pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+COPY pyproject.toml constraints.txt README.md ./
+COPY src ./src
+RUN /opt/memql/bin/pip install -c constraints.txt '.[local]'
+
+FROM python:3.11-slim
+RUN useradd --create-home --uid 10001 memql
+COPY --from=build /opt/memql /opt/memql
+ENV PATH=/opt/memql/bin:$PATH \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    MEMQL_HOST=0.0.0.0 \
+    MEMQL_PORT=8000 \
+    MEMQL_DATA_DIR=/home/memql/data
+USER memql
+WORKDIR /home/memql
+EXPOSE 8000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
+    CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2)" || exit 1
+CMD ["memql", "serve"]

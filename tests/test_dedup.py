@@ -1,0 +1,52 @@
+"""The absorption guards: similarity alone would merge different facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from memql.dedup import may_absorb
+
+THRESHOLD = 0.95
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Prefers concise status updates.", "prefers concise status updates"),
+        ("Prefers  concise status updates!", "Prefers concise status updates."),
+    ],
+)
+def test_the_same_text_up_to_case_spacing_and_final_punctuation_is_absorbed(a, b):
+    assert may_absorb(a, b, similarity=0.5, threshold=THRESHOLD)
+
+
+def test_a_paraphrase_above_the_threshold_is_absorbed():
+    assert may_absorb("Has a dog named Biscuit.", "Has a dog called Biscuit.", 0.98, THRESHOLD)
+
+
+def test_a_paraphrase_below_the_threshold_is_not():
+    assert not may_absorb("Prefers concise updates.", "Likes short updates.", 0.81, THRESHOLD)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "similarity"),
+    [
+        ("Meeting with Anna on 2026-03-02.", "Meeting with Anna on 2026-03-09.", 0.9965),
+        ("Deployed version 2.3 on Monday.", "Deployed version 2.4 on Monday.", 0.96),
+        ("Ticket ACME-42 is blocked.", "Ticket ACME-43 is blocked.", 0.99),
+    ],
+)
+def test_different_numbers_dates_or_codes_are_never_absorbed(a, b, similarity):
+    assert not may_absorb(a, b, similarity, THRESHOLD)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Likes tea.", "No longer likes tea."),
+        ("Drinks coffee.", "Doesn't drink coffee."),
+        ("Wants email reminders.", "Never wants email reminders."),
+    ],
+)
+def test_a_contradiction_is_never_absorbed_however_similar(a, b):
+    assert not may_absorb(a, b, similarity=0.99, threshold=THRESHOLD)
