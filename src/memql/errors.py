@@ -36,5 +36,12 @@ class Conflict(MemqlError):
     code = "CONFLICT"
 
 
+class NotEntitled(MemqlError):
+    """The project has no memory (unknown, or its entitlement is inactive). Shown as HTTP 404,
+    revealing nothing about memory."""
+
+    code = "NOT_FOUND"
+
+
 class ConfigurationError(Exception):
     """The service cannot start as configured; the message says what to do."""

@@ -9,7 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memql.access.credentials import bearer_token, hash_key
 from memql.db import repository as repo
-from memql.errors import Unauthenticated
+from memql.errors import NotEntitled, Unauthenticated
 from memql.model import Access, Grant, Principal
 
 USER_ID_HEADER = "x-user-id"
@@ -42,6 +42,8 @@ async def authenticate(pool: AsyncConnectionPool, headers: Mapping[str, str]) ->
         owner = await repo.find_api_key(conn, hash_key(token))
     if owner is None:
         raise Unauthenticated("the API key is unknown or revoked")
+    if not owner.project.memory_enabled:
+        raise NotEntitled("not found")
     return Principal(
         project_id=owner.project.id,
         project_name=owner.project.name,

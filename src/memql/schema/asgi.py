@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
 
 from memql.access.authenticate import Authenticator
-from memql.errors import MemqlError
+from memql.errors import MemqlError, NotEntitled, Unauthenticated
 from memql.schema.context import Context
 from memql.service import MemoryService
+
+
+def connection_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
+    """Credentials of a websocket's `connection_init` payload, keyed by header names, at the top
+    level or in a nested `headers` object."""
+    params = params or {}
+    merged: dict[str, Any] = {**params}
+    nested = params.get("headers")
+    if isinstance(nested, Mapping):
+        merged.update(nested)
+    return {str(k): v for k, v in merged.items() if isinstance(v, str)}
 
 
 class GraphQLApp(GraphQL[Context, None]):
@@ -30,9 +43,25 @@ class GraphQLApp(GraphQL[Context, None]):
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> Context:
         service, authenticator = self._resources()
+        if isinstance(request, WebSocket):
+            # credentials arrive later, in connection_init (see on_ws_connect)
+            return Context(service, None, Unauthenticated("send credentials in connection_init"))
         try:
             principal = await authenticator.authenticate(request.headers)
+        except NotEntitled:
+            raise HTTPException(404, "Not Found") from None
         except MemqlError as exc:
             # reported by the first field that needs a principal, with its code
             return Context(service, None, exc)
         return Context(service, principal)
+
+    async def on_ws_connect(self, context: Context) -> Any:
+        _, authenticator = self._resources()
+        try:
+            principal = await authenticator.authenticate(
+                connection_headers(context.connection_params)
+            )
+        except MemqlError as exc:
+            raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from None
+        context.identify(principal)
+        return None

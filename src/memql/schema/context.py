@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
@@ -18,6 +19,11 @@ class Context:
     # exactly one of these is set: who is asking, or why they could not be identified
     _principal: Principal | None
     _auth_error: MemqlError | None = None
+    # websockets: the `connection_init` payload, set by Strawberry before `on_ws_connect`
+    connection_params: dict[str, Any] | None = None
+
+    def identify(self, principal: Principal) -> None:
+        self._principal, self._auth_error = principal, None
 
     @property
     def principal(self) -> Principal:
