@@ -63,8 +63,11 @@ class MemoryService:
         return self._embedder.model
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[Conn]:
+    async def _session(self, principal: Principal) -> AsyncIterator[Conn]:
+        """A transaction on behalf of `principal`: every request-path query runs in one, so
+        row-level security sees the principal's project and user."""
         async with self._pool.connection() as conn, conn.transaction():
+            await repo.bind_principal(conn, principal)
             try:
                 yield conn
             except pg_errors.UniqueViolation as exc:
@@ -122,7 +125,7 @@ class MemoryService:
         for new in news:
             self._require_write(principal, new.scope or Scope.USER)
         vectors = await self._embedder.embed([n.content for n in news])
-        async with self._transaction() as conn:
+        async with self._session(principal) as conn:
             # lock owners in one order so concurrent batches cannot deadlock
             for scope in sorted({n.scope or Scope.USER for n in news}, key=lambda s: s.value):
                 await repo.lock_owner(conn, principal.project_id, scope, principal.owner_for(scope))
@@ -269,7 +272,7 @@ class MemoryService:
         """
         new = validation.new_memory(raw, self._limits)
         [vector] = await self._embedder.embed([new.content])
-        async with self._transaction() as conn:
+        async with self._session(principal) as conn:
             old = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(old, "supersede")
             if new.key is None:
@@ -293,7 +296,7 @@ class MemoryService:
         key: str | None = None,
         scope: Scope | None = None,
     ) -> Memory:
-        async with self._transaction() as conn:
+        async with self._session(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(memory, "retire")
             retired = await repo.invalidate(conn, memory.id, "retired")
@@ -310,7 +313,7 @@ class MemoryService:
     async def restore(self, principal: Principal, memory_id: uuid.UUID) -> Memory:
         """Bring a retired memory back (not a superseded one: restore its newest version's chain
         by superseding instead)."""
-        async with self._transaction() as conn:
+        async with self._session(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             if memory.invalidation_reason != "retired":
                 state = memory.invalidation_reason or "live"
@@ -333,7 +336,7 @@ class MemoryService:
     async def erase(self, principal: Principal, memory_id: uuid.UUID) -> EraseResult:
         """Hard-delete a memory with all its versions and the events carrying their content."""
         self._require_server_credential(principal)
-        async with self._transaction() as conn:
+        async with self._session(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             ids = await repo.erase_chain(conn, principal, memory)
             await repo.insert_event(
@@ -350,7 +353,7 @@ class MemoryService:
         """Hard-delete everything of the principal's user in this project (right to erasure)."""
         self._require_server_credential(principal)
         self._require_write(principal, Scope.USER)
-        async with self._transaction() as conn:
+        async with self._session(principal) as conn:
             await repo.lock_owner(conn, principal.project_id, Scope.USER, principal.user_id)
             count = await repo.erase_owner(conn, principal, Scope.USER)
             await repo.insert_event(
@@ -409,12 +412,12 @@ class MemoryService:
 
     async def get(self, principal: Principal, memory_id: uuid.UUID) -> Memory | None:
         scopes = self._readable(principal, None)
-        async with self._pool.connection() as conn:
+        async with self._session(principal) as conn:
             return await repo.get(conn, principal, memory_id, scopes)
 
     async def history(self, principal: Principal, memory_id: uuid.UUID) -> list[Memory]:
         scopes = self._readable(principal, None)
-        async with self._pool.connection() as conn:
+        async with self._session(principal) as conn:
             versions = await repo.history(conn, principal, memory_id, scopes)
         if not versions:
             raise NotFound("no such memory")
@@ -444,7 +447,7 @@ class MemoryService:
             contains=contains or None,
             include_invalidated=include_invalidated,
         )
-        async with self._pool.connection() as conn:
+        async with self._session(principal) as conn:
             return await repo.list_page(conn, principal, flt, first, after)
 
     async def recall(
@@ -480,7 +483,7 @@ class MemoryService:
         categories: Sequence[str] | None = None,
     ) -> list[RecallHit]:
         [vector] = await self._embedder.embed([query])
-        async with self._pool.connection() as conn:
+        async with self._session(principal) as conn:
             rows = await repo.recall(
                 conn,
                 principal,
@@ -513,10 +516,10 @@ class MemoryService:
             )
             memories = [h.memory for h in hits]
             memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each
-            async with self._pool.connection() as conn:
+            async with self._session(principal) as conn:
                 total = await repo.count_live(conn, principal, scopes)
         else:
-            async with self._pool.connection() as conn:
+            async with self._session(principal) as conn:
                 memories, total = await repo.context_memories(
                     conn, principal, scopes, CONTEXT_CANDIDATES
                 )

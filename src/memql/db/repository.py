@@ -98,6 +98,14 @@ async def _fetch_memory(conn: Conn, sql: str, params: dict[str, Any]) -> Memory 
     return rows[0] if rows else None
 
 
+async def bind_principal(conn: Conn, principal: Principal) -> None:
+    """Scope this transaction to `principal`; row-level security policies read these values."""
+    await conn.execute(
+        "select set_config('memql.project_id', %s, true), set_config('memql.user_id', %s, true)",
+        (str(principal.project_id), principal.user_id),
+    )
+
+
 # --- writes -------------------------------------------------------------------------------
 
 
