@@ -45,15 +45,20 @@ class GraphQLApp(GraphQL[Context, None]):
         service, authenticator = self._resources()
         if isinstance(request, WebSocket):
             # credentials arrive later, in connection_init (see on_ws_connect)
-            return Context(service, None, Unauthenticated("send credentials in connection_init"))
+            return Context(
+                service,
+                None,
+                Unauthenticated("send credentials in connection_init"),
+                authenticator=authenticator,
+            )
         try:
             principal = await authenticator.authenticate(request.headers)
         except NotEntitled:
             raise HTTPException(404, "Not Found") from None
         except MemqlError as exc:
             # reported by the first field that needs a principal, with its code
-            return Context(service, None, exc)
-        return Context(service, principal)
+            return Context(service, None, exc, authenticator=authenticator)
+        return Context(service, principal, authenticator=authenticator)
 
     async def on_ws_connect(self, context: Context) -> Any:
         _, authenticator = self._resources()

@@ -8,6 +8,7 @@ from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
+from memql.access.authenticate import Authenticator
 from memql.errors import BadInput, MemqlError
 from memql.model import Principal
 from memql.service import MemoryService
@@ -21,6 +22,8 @@ class Context:
     _auth_error: MemqlError | None = None
     # websockets: the `connection_init` payload, set by Strawberry before `on_ws_connect`
     connection_params: dict[str, Any] | None = None
+    # to check credentials again later (a long-lived subscription must notice a revoked key)
+    authenticator: Authenticator | None = None
 
     def identify(self, principal: Principal) -> None:
         self._principal, self._auth_error = principal, None
