@@ -17,11 +17,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from memql import metrics
-from memql.access.authenticate import Authenticator
+from memql.access.authenticate import Authenticator, policy_from
 from memql.db import repository as repo
 from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
-from memql.db.pool import open_pool
+from memql.db.pool import open_pool, system_connection
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
 from memql.schema import build_schema
@@ -42,9 +42,9 @@ class Resources:
     authenticator: Authenticator
 
 
-async def check_embedding_space(pool: AsyncConnectionPool, embedder: Embedder) -> None:
+async def check_embedding_space(url: str, embedder: Embedder) -> None:
     """Record the vector space on first start; refuse to start when the embedder disagrees."""
-    async with pool.connection() as conn, conn.transaction():
+    async with await system_connection(url) as conn, conn.transaction():
         space = await repo.embedding_space(conn)
         if space is None:
             await repo.record_embedding_space(conn, embedder.model, embedder.dimensions)
@@ -91,6 +91,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         nonlocal resources
+        policy = policy_from(settings)  # a bad MEMQL_ACCESS_POLICY stops the start here
         embedded = None
         if settings.database_url is None:
             embedded = await asyncio.to_thread(EmbeddedDatabase, settings.data_dir)
@@ -108,9 +109,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         own_embedder = embedder is None
         try:
             active = embedder or await create_embedder(settings)
-            await check_embedding_space(pool, active)
+            await check_embedding_space(url, active)
             service = MemoryService(pool, active, settings)
-            resources = Resources(pool, active, service, Authenticator(pool))
+            resources = Resources(pool, active, service, Authenticator(pool, policy))
             metrics.watch_pool(pool)
             log.info("memql ready (embedder %s)", active.model)
             yield

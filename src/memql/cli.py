@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable
 import psycopg
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
+from memql.access.jwt import JwtConfig
 from memql.db import repository as repo
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
@@ -55,6 +57,29 @@ async def _create_key(conn: psycopg.AsyncConnection, project_name: str, consumer
     return 0
 
 
+async def _configure_jwt(conn: psycopg.AsyncConnection, args: argparse.Namespace) -> int:
+    config = None
+    if not args.off:
+        secret = args.hs256_secret
+        if secret == "-":
+            secret = os.environ.get("MEMQL_JWT_SECRET")
+        if not args.issuer or not args.audience or not (secret or args.jwks_url):
+            print(
+                "memql: give --issuer, --audience and --hs256-secret or --jwks-url (or --off)",
+                file=sys.stderr,
+            )
+            return 1
+        config = JwtConfig(args.issuer, args.audience, secret, args.jwks_url)
+    if not await repo.set_project_jwt(conn, args.name, config):
+        print(f"memql: no project named {args.name!r}", file=sys.stderr)
+        return 1
+    print(
+        f"project {args.name}: "
+        + (f"trusts tokens of {args.issuer}" if config else "trusts no browser tokens")
+    )
+    return 0
+
+
 def serve(settings: Settings) -> int:
     import uvicorn
 
@@ -90,6 +115,23 @@ def main(argv: list[str] | None = None) -> int:
     p_create = projects.add_parser("create", help="create a project")
     p_create.add_argument("name")
     projects.add_parser("list", help="list projects")
+    p_jwt = projects.add_parser(
+        "jwt", help="trust browser tokens (JWT) of an issuer: an HS256 secret or a JWKS URL"
+    )
+    p_jwt.add_argument("name")
+    p_jwt.add_argument("--issuer", help="the token's `iss`")
+    p_jwt.add_argument("--audience", help="the token's `aud`")
+    key_source = p_jwt.add_mutually_exclusive_group()
+    key_source.add_argument(
+        "--hs256-secret", help="shared secret (read from MEMQL_JWT_SECRET if '-')"
+    )
+    key_source.add_argument("--jwks-url", help="where the app publishes its public keys")
+    p_jwt.add_argument("--off", action="store_true", help="stop trusting browser tokens")
+    for action, text in (
+        ("enable", "entitle a project to memory"),
+        ("disable", "withdraw a project's memory (its endpoints answer 404)"),
+    ):
+        projects.add_parser(action, help=text).add_argument("name")
 
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(
         dest="action", required=True
@@ -128,6 +170,14 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
             project = await repo.create_project(conn, args.name)
             print(f"created project {project.name} ({project.id})")
             return 0
+        if args.command == "projects" and args.action in ("enable", "disable"):
+            if not await repo.set_project_entitlement(conn, args.name, args.action == "enable"):
+                print(f"memql: no project named {args.name!r}", file=sys.stderr)
+                return 1
+            print(f"project {args.name}: memory {args.action}d")
+            return 0
+        if args.command == "projects" and args.action == "jwt":
+            return await _configure_jwt(conn, args)
         if args.command == "projects":
             for p in await repo.list_projects(conn):
                 state = "entitled" if p.memory_enabled else "not entitled"

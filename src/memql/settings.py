@@ -10,6 +10,11 @@ from pathlib import Path
 import platformdirs
 
 from memql.errors import ConfigurationError
+from memql.model import Access, Grant
+
+
+DEFAULT_CLIENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ)
+DEFAULT_AGENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,10 @@ class Settings:
     near_duplicate_threshold: float = 0.80
     graphiql: bool = True
     introspection: bool = True
+    # the built-in access policy: a grant per consumer; MEMQL_ACCESS_POLICY replaces it
+    client_grant: Grant = DEFAULT_CLIENT_GRANT
+    agent_grant: Grant = DEFAULT_AGENT_GRANT
+    access_policy: str | None = None
     pool_min_size: int = 2
     pool_max_size: int = 10
     limits: Limits = field(default_factory=Limits)
@@ -76,6 +85,12 @@ class Settings:
             values["graphiql"] = _bool("MEMQL_GRAPHIQL", v)
         if v := env.get("MEMQL_INTROSPECTION"):
             values["introspection"] = _bool("MEMQL_INTROSPECTION", v)
+        for consumer in ("client", "agent"):
+            name = f"MEMQL_{consumer.upper()}_GRANT"
+            if v := env.get(name):
+                values[f"{consumer}_grant"] = _grant(name, v)
+        if v := env.get("MEMQL_ACCESS_POLICY"):
+            values["access_policy"] = v.strip()
         if v := env.get("MEMQL_POOL_MAX_SIZE"):
             values["pool_max_size"] = _int("MEMQL_POOL_MAX_SIZE", v, minimum=1)
         s = replace(s, **values)  # type: ignore[arg-type]
@@ -116,6 +131,15 @@ def _float(name: str, raw: str) -> float:
     if not 0.0 < value <= 1.0:
         raise ConfigurationError(f"{name}={raw!r} must be in (0, 1]")
     return value
+
+
+def _grant(name: str, raw: str) -> Grant:
+    from memql.access.policy import parse_grant
+
+    try:
+        return parse_grant(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from None
 
 
 def _bool(name: str, raw: str) -> bool:

@@ -1,54 +1,97 @@
-"""Turn request headers into a Principal: who is asking, for which project, with which grant."""
+"""Turn request headers into a Principal: who is asking, for which project, with which grant.
+
+Two credentials: a server credential (`Authorization: Bearer <API key>` + `X-User-Id`, the
+backend acting for that user) and a browser credential (`Authorization: Bearer <JWT>` signed by
+the app, whose `sub` is the user; `X-User-Id` is refused beside it). Then entitlement (fail
+closed), then the access policy, once.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 
 from psycopg_pool import AsyncConnectionPool
 
 from memql.access.credentials import bearer_token, hash_key
+from memql.access.jwt import JwtVerifier, looks_like_jwt, unverified_issuer
+from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import repository as repo
 from memql.errors import NotEntitled, Unauthenticated
-from memql.model import Access, Grant, Principal
+from memql.model import Consumer, Principal, Project
+from memql.settings import Settings
+
+log = logging.getLogger("memql.access")
 
 USER_ID_HEADER = "x-user-id"
 # app user ids are opaque to memql, but they end up in logs and events: keep them printable
 _USER_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 
-SERVER_KEY_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
+
+def policy_from(settings: Settings) -> Policy:
+    if settings.access_policy:
+        return load_policy(settings.access_policy)
+    return per_consumer(
+        {Consumer.CLIENT: settings.client_grant, Consumer.AGENT: settings.agent_grant}
+    )
 
 
 class Authenticator:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, policy: Policy) -> None:
         self._pool = pool
+        self._policy = policy
+        self._jwt = JwtVerifier()
 
     async def authenticate(self, headers: Mapping[str, str]) -> Principal:
-        return await authenticate(self._pool, headers)
+        """Raises Unauthenticated, NotEntitled (answered as 404) or BrokenPolicy."""
+        lowered = {k.lower(): v for k, v in headers.items()}
+        token = bearer_token(lowered.get("authorization"))
+        if token is None:
+            raise Unauthenticated(
+                "send `Authorization: Bearer <API key>` with `X-User-Id: <user id>`,"
+                " or `Authorization: Bearer <JWT>`"
+            )
+        header_user = lowered.get(USER_ID_HEADER)
+        if looks_like_jwt(token):
+            if header_user is not None:
+                raise Unauthenticated("a browser token carries its user in `sub`: drop X-User-Id")
+            project, user_id = await self._from_jwt(token)
+            consumer, server = Consumer.CLIENT, False
+        else:
+            project, consumer = await self._from_key(token)
+            user_id, server = (header_user or "").strip(), True
+            if not user_id:
+                raise Unauthenticated("an API key acts for a user: send `X-User-Id: <user id>`")
+        if not _USER_ID.match(user_id):
+            raise Unauthenticated("the user id must be 1..256 printable characters")
+        if not project.memory_enabled:
+            raise NotEntitled("not found")
+        grant = await decide(
+            self._policy,
+            AccessRequest(user_id, consumer.value, project.name, str(project.id)),
+        )
+        return Principal(
+            project_id=project.id,
+            project_name=project.name,
+            user_id=user_id,
+            consumer=consumer,
+            grant=grant,
+            server_credential=server,
+        )
 
+    async def _from_key(self, token: str) -> tuple[Project, Consumer]:
+        async with self._pool.connection() as conn:
+            owner = await repo.find_api_key(conn, hash_key(token))
+        if owner is None:
+            raise Unauthenticated("the API key is unknown or revoked")
+        return owner.project, owner.consumer
 
-async def authenticate(pool: AsyncConnectionPool, headers: Mapping[str, str]) -> Principal:
-    """Resolve `Authorization: Bearer <api key>` plus `X-User-Id`; raise Unauthenticated."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    token = bearer_token(lowered.get("authorization"))
-    if token is None:
-        raise Unauthenticated("send `Authorization: Bearer <API key>` and `X-User-Id: <user id>`")
-    user_id = (lowered.get(USER_ID_HEADER) or "").strip()
-    if not user_id:
-        raise Unauthenticated("an API key acts for a user: send `X-User-Id: <user id>`")
-    if not _USER_ID.match(user_id):
-        raise Unauthenticated("`X-User-Id` must be 1..256 printable characters")
-    async with pool.connection() as conn:
-        owner = await repo.find_api_key(conn, hash_key(token))
-    if owner is None:
-        raise Unauthenticated("the API key is unknown or revoked")
-    if not owner.project.memory_enabled:
-        raise NotEntitled("not found")
-    return Principal(
-        project_id=owner.project.id,
-        project_name=owner.project.name,
-        user_id=user_id,
-        consumer=owner.consumer,
-        grant=SERVER_KEY_GRANT,
-        server_credential=True,
-    )
+    async def _from_jwt(self, token: str) -> tuple[Project, str]:
+        issuer = unverified_issuer(token)
+        async with self._pool.connection() as conn:
+            found = await repo.find_jwt_project(conn, issuer)
+        if found is None:
+            raise Unauthenticated("no project trusts this token's issuer")
+        project, config = found
+        return project, await self._jwt.subject(token, config)

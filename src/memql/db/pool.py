@@ -1,15 +1,23 @@
-"""The connection pool; pgvector is registered on every pooled connection."""
+"""Connections. Request-path connections act as `memql_app`, which row-level security binds to
+one principal per transaction; system work acts as `memql_system`."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+APP_ROLE = "memql_app"
+SYSTEM_ROLE = "memql_system"
 
-async def _configure(conn: AsyncConnection) -> None:
+
+async def _configure(conn: AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
-    # register_vector_async ran a query; leave the connection idle, not inside a transaction
+    await conn.execute(f"set role {APP_ROLE}")
+    # leave the connection idle, not inside a transaction
     await conn.commit()
 
 
@@ -24,3 +32,13 @@ async def open_pool(url: str, *, min_size: int = 2, max_size: int = 10) -> Async
     )
     await pool.open(wait=True, timeout=30)
     return pool
+
+
+async def system_connection(url: str, **kwargs: Any) -> AsyncConnection[Any]:
+    """A connection for work on behalf of no single user (it sees every tenant's rows)."""
+    conn = await psycopg.AsyncConnection.connect(url, **kwargs)
+    await register_vector_async(conn)
+    await conn.execute(f"set role {SYSTEM_ROLE}")
+    if not conn.autocommit:
+        await conn.commit()
+    return conn

@@ -18,6 +18,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from memql.access.jwt import JwtConfig
 from memql.embeddings import Vector
 from memql.errors import BadInput
 from memql.model import (
@@ -636,6 +637,51 @@ async def list_api_keys(conn: Conn, project_id: uuid.UUID | None = None) -> list
 async def revoke_api_key(conn: Conn, key_id: uuid.UUID) -> bool:
     cur = await conn.execute(
         "update api_keys set revoked_at = now() where id = %s and revoked_at is null", (key_id,)
+    )
+    return cur.rowcount == 1
+
+
+async def find_jwt_project(conn: Conn, issuer: str) -> tuple[Project, JwtConfig] | None:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """
+            select id, name, memory_enabled, created_at, jwt_issuer, jwt_audience,
+                jwt_hs256_secret, jwt_jwks_url
+            from projects where jwt_issuer = %s
+            """,
+            (issuer,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    config = JwtConfig(
+        row["jwt_issuer"], row["jwt_audience"], row["jwt_hs256_secret"], row["jwt_jwks_url"]
+    )
+    return _project(row), config
+
+
+async def set_project_jwt(conn: Conn, name: str, config: JwtConfig | None) -> bool:
+    """Trust `config` for browser tokens of project `name` (None: stop trusting any)."""
+    cur = await conn.execute(
+        """
+        update projects set jwt_issuer = %s, jwt_audience = %s, jwt_hs256_secret = %s,
+            jwt_jwks_url = %s
+        where name = %s
+        """,
+        (
+            config.issuer if config else None,
+            config.audience if config else None,
+            config.hs256_secret if config else None,
+            config.jwks_url if config else None,
+            name,
+        ),
+    )
+    return cur.rowcount == 1
+
+
+async def set_project_entitlement(conn: Conn, name: str, enabled: bool) -> bool:
+    cur = await conn.execute(
+        "update projects set memory_enabled = %s where name = %s", (enabled, name)
     )
     return cur.rowcount == 1
 
