@@ -8,7 +8,8 @@ import socket
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 import uvicorn
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
+from memql.access.jwt import JwtConfig
 from memql.app import create_app
 from memql.db import repository as repo
 from memql.db.embedded import start_embedded
@@ -54,23 +56,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-async def server(database_url: str, embedder: LocalEmbedder) -> AsyncIterator[str]:
-    """A memql server on a real socket, in this test process's event loop."""
+@asynccontextmanager
+async def running_server(settings: Settings, embedder: LocalEmbedder) -> AsyncIterator[str]:
+    """A memql server on a real socket, in this test process's event loop; yields its URL."""
     port = free_port()
-    settings = Settings(database_url=database_url, port=port, pool_max_size=20)
     config = uvicorn.Config(
-        create_app(settings, embedder=embedder), host="127.0.0.1", port=port, log_level="warning"
+        create_app(replace(settings, port=port), embedder=embedder),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
     )
     srv = uvicorn.Server(config)
     task = asyncio.create_task(srv.serve())
-    while not srv.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    await task
+    try:
+        while not srv.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        await task
+
+
+@pytest.fixture(scope="session")
+async def server(database_url: str, embedder: LocalEmbedder) -> AsyncIterator[str]:
+    """The default server: the built-in per-consumer access policy."""
+    settings = Settings(database_url=database_url, pool_max_size=20)
+    async with running_server(settings, embedder) as url:
+        yield url
 
 
 @pytest.fixture
@@ -157,3 +171,16 @@ def alice(http: httpx.AsyncClient, tenant: Tenant) -> GraphQLClient:
 @pytest.fixture
 def bob(http: httpx.AsyncClient, tenant: Tenant) -> GraphQLClient:
     return GraphQLClient(http, tenant.key, "bob")
+
+
+@pytest.fixture
+async def jwt_tenant(database_url) -> tuple[Tenant, str]:
+    tenant = await make_tenant(database_url)
+    secret = "a-shared-secret-of-32-bytes-or-more-" + tenant.project_name
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await repo.set_project_jwt(
+            conn,
+            tenant.project_name,
+            JwtConfig(f"https://{tenant.project_name}.example", "memql", secret, None),
+        )
+    return tenant, secret

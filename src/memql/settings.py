@@ -12,7 +12,6 @@ import platformdirs
 from memql.errors import ConfigurationError
 from memql.model import Access, Grant
 
-
 DEFAULT_CLIENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ)
 DEFAULT_AGENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import strawberry
+from graphql.validation import MaxIntrospectionDepthRule
 from strawberry.extensions import (
+    AddValidationRules,
     MaxAliasesLimiter,
     MaxTokensLimiter,
     ParserCache,
@@ -35,6 +37,8 @@ def build_schema(*, introspection: bool = True) -> strawberry.Schema:
     extensions: list[Any] = [
         OperationMetrics,
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
+        # the depth limiter skips introspection; this bounds its cyclic fields/type chains
+        lambda: AddValidationRules([MaxIntrospectionDepthRule]),
         lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: ParserCache(maxsize=256),

@@ -1,0 +1,30 @@
+"""Access policies that the tests configure through MEMQL_ACCESS_POLICY (module:function)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memql.access.policy import NO_MEMORY, AccessRequest, PolicyResult
+from memql.model import Access, Grant
+
+
+async def by_user(request: AccessRequest) -> PolicyResult | str | None:
+    """An async policy whose answer depends on the user id, to reach every outcome."""
+    await asyncio.sleep(0)
+    match request.user_id:
+        case "reader":
+            return Grant(user=Access.READ, project=Access.READ)
+        case "no-project":
+            return {"user": "read-write", "project": "none"}
+        case "no-memory":
+            return NO_MEMORY
+        case "forgot-return":
+            return None
+        case "typo":
+            return {"user": "read-write", "project": "admin"}
+        case "raises":
+            raise RuntimeError("the policy's backing service is down")
+        case "browser-reader" if request.consumer == "client":
+            return {"user": "read", "project": "none"}
+        case _:
+            return Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
