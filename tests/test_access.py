@@ -332,3 +332,21 @@ async def test_row_level_security_hides_other_users_when_the_owner_filter_is_rem
                 " values (%s, 'user', 'alice', 'memory.created', 'bob')",
                 (tenant.project_id,),
             )
+
+
+async def test_production_settings_hide_graphiql_introspection_and_suggestions(
+    database_url, embedder, tenant
+):
+    settings = Settings(database_url=database_url, graphiql=False, introspection=False)
+    async with (
+        running_server(settings, embedder) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
+        page = await http.get("/graphql", headers={"Accept": "text/html"})
+        assert page.status_code == 404
+        client = GraphQLClient(http, tenant.key, "alice")
+        assert await client.error("{ __schema { queryType { name } } }") == "BAD_USER_INPUT"
+        body = await client.raw("{ memories { edgez { cursor } } }")
+        assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+        assert "Did you mean" not in body["errors"][0]["message"]
+        assert (await client.ok("{ viewer { userId } }"))["viewer"] == {"userId": "alice"}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import psycopg
 from cross_web import HTTPException
+from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
@@ -16,6 +19,8 @@ from memql.access.authenticate import Authenticator
 from memql.errors import MemqlError, NotEntitled, Unauthenticated
 from memql.schema.context import Context
 from memql.service import MemoryService
+
+log = logging.getLogger(__name__)
 
 
 def connection_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
@@ -55,6 +60,10 @@ class GraphQLApp(GraphQL[Context, None]):
             principal = await authenticator.authenticate(request.headers)
         except NotEntitled:
             raise HTTPException(404, "Not Found") from None
+        except (psycopg.Error, PoolTimeout) as exc:
+            # entitlement cannot be resolved: fail closed
+            log.warning("could not resolve credentials: %s", exc)
+            raise HTTPException(503, "Service Unavailable") from None
         except MemqlError as exc:
             # reported by the first field that needs a principal, with its code
             return Context(service, None, exc, authenticator=authenticator)
