@@ -1,4 +1,4 @@
-"""memql serve | migrate | projects | keys."""
+"""memql serve | migrate | projects | keys | export | import."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 
 import psycopg
 
+from memql import transfer
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.access.jwt import JwtConfig
 from memql.db import repository as repo
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
+from memql.db.pool import system_connection
+from memql.embeddings import create_embedder
 from memql.errors import ConfigurationError, MemqlError
 from memql.model import Consumer
 from memql.settings import Settings
@@ -144,6 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     k_revoke = keys.add_parser("revoke", help="revoke a key by id")
     k_revoke.add_argument("id")
 
+    p_export = sub.add_parser("export", help="write a project's memories as JSON lines")
+    p_export.add_argument("--project", required=True)
+    p_export.add_argument("--output", "-o", help="file to write (default: stdout)")
+    p_import = sub.add_parser(
+        "import", help="read JSON lines of `memql export` into a project (embedded anew)"
+    )
+    p_import.add_argument("--project", required=True)
+    p_import.add_argument("input", help="file to read ('-': stdin)")
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -159,7 +172,43 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
+    url = _database_url(settings)
+    await migrate(url)
+    async with await system_connection(url) as conn:
+        project = await repo.get_project_by_name(conn, args.project)
+        if project is None:
+            print(f"memql: no project named {args.project!r}", file=sys.stderr)
+            return 1
+        if args.command == "export":
+            with (
+                open(args.output, "w", encoding="utf-8")
+                if args.output
+                else nullcontext(sys.stdout) as out
+            ):
+                count = await transfer.export(conn, project.id, out)
+            print(f"exported {count} memory versions of {project.name}", file=sys.stderr)
+            return 0
+        embedder = await create_embedder(settings)
+        try:
+            with (
+                open(args.input, encoding="utf-8")
+                if args.input != "-"
+                else nullcontext(sys.stdin) as source
+            ):
+                imported, skipped = await transfer.import_(conn, project.id, source, embedder)
+        finally:
+            await embedder.close()
+        print(
+            f"imported {imported} memory versions into {project.name} ({skipped} already present)",
+            file=sys.stderr,
+        )
+        return 0
+
+
 async def _command(settings: Settings, args: argparse.Namespace) -> int:
+    if args.command in ("export", "import"):
+        return await _transfer(settings, args)
     if args.command == "migrate":
         applied = await migrate(_database_url(settings))
         print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -529,6 +529,61 @@ async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) 
     )
     row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+# --- export and import (system connections) ----------------------------------------------
+
+
+async def every_memory(conn: Conn, project_id: uuid.UUID) -> AsyncIterator[Memory]:
+    """Every version of every memory of a project, oldest first, streamed."""
+    async with conn.cursor(name="memql_export", row_factory=dict_row) as cur:
+        await cur.execute(
+            f"select {MEMORY_COLUMNS} from memories m where m.project_id = %s"
+            " order by m.created_at, m.id",
+            (project_id,),
+        )
+        async for row in cur:
+            yield _memory(row)
+
+
+async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: str) -> bool:
+    """Insert an exported memory as it was (id, times, chain); False when its id exists."""
+    cur = await conn.execute(
+        """
+        insert into memories (
+            id, project_id, scope, owner_id, kind, content, key, category, pinned,
+            source_thread_ids, source, created_by, created_at, updated_at, expires_at,
+            invalidated_at, invalidation_reason, supersedes, superseded_by, embedding_model,
+            embedding)
+        values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+            %s, %s)
+        on conflict (id) do nothing
+        """,
+        (
+            memory.id,
+            memory.project_id,
+            memory.scope.value,
+            memory.owner_id,
+            memory.kind.value,
+            memory.content,
+            memory.key,
+            memory.category,
+            memory.pinned,
+            list(memory.source_thread_ids),
+            Jsonb(memory.source) if memory.source is not None else None,
+            memory.created_by,
+            memory.created_at,
+            memory.updated_at,
+            memory.expires_at,
+            memory.invalidated_at,
+            memory.invalidation_reason,
+            memory.supersedes,
+            memory.superseded_by,
+            model,
+            embedding,
+        ),
+    )
+    return cur.rowcount == 1
 
 
 # --- embedding space ----------------------------------------------------------------------
