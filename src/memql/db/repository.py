@@ -288,13 +288,12 @@ async def get(
 
 
 async def get_live_by_key(
-    conn: Conn, principal: Principal, scope: Scope, key: str, *, for_update: bool = False
+    conn: Conn, principal: Principal, scope: Scope, key: str
 ) -> Memory | None:
     """The memory holding `key` (not retired or superseded; it may have expired)."""
     sql = f"""
         select {MEMORY_COLUMNS} from memories m
         where m.key = %(key)s and m.invalidated_at is null and {VISIBLE}
-        {"for update" if for_update else ""}
     """
     return await _fetch_memory(conn, sql, {"key": key, **_visibility(principal, [scope])})
 
