@@ -1,0 +1,395 @@
+"""The MCP endpoint through the official MCP client over real HTTP, against the running server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+import uvicorn
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from memql.access.authenticate import Authenticator
+from memql.db.pool import open_pool
+from memql.embeddings.local import LocalEmbedder
+from memql.mcp import McpEndpoint
+from memql.model import Access, Grant, Principal
+from memql.service import MemoryService
+from memql.settings import Settings
+from tests.conftest import Tenant, free_port
+from tests.operations import LIST, RECALL, SAVE, contents
+
+READ_TOOLS = ["recall_memory", "list_memories"]
+ALL_TOOLS = [*READ_TOOLS, "save_memory", "supersede_memory", "forget_memory"]
+
+
+@asynccontextmanager
+async def mcp_session(base_url: str, headers: Mapping[str, str]) -> AsyncIterator[ClientSession]:
+    """The official MCP client, over streamable HTTP, with the given credentials."""
+    async with (
+        httpx2.AsyncClient(headers=dict(headers), timeout=60) as http,
+        streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def credentials(tenant: Tenant, user: str = "alice") -> dict[str, str]:
+    return {"Authorization": f"Bearer {tenant.key}", "X-User-Id": user}
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; return its structured result."""
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.structured_content
+    body: dict[str, Any] = result.structured_content
+    # clients that read only text get the same JSON
+    assert isinstance(result.content[0], types.TextContent)
+    assert json.loads(result.content[0].text) == body
+    return body
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail; return the error code it reports."""
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    code: str = result.structured_content["error"]["code"]
+    return code
+
+
+class GrantFromHeader:
+    """The real authenticator, with the grant replaced by one named in `X-Test-Grant`
+    (`user=read,project=none`): the access policy's configurable grants are not on this branch,
+    and this lets a test pick the grant an agent gets."""
+
+    def __init__(self, inner: Authenticator) -> None:
+        self._inner = inner
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+        principal = await self._inner.authenticate(headers)
+        spec = dict(part.split("=") for part in headers["x-test-grant"].split(","))
+        return replace(principal, grant=Grant(Access(spec["user"]), Access(spec["project"])))
+
+
+@pytest.fixture(scope="module")
+async def granted_server(database_url: str, embedder: LocalEmbedder) -> AsyncIterator[str]:
+    """An app serving only `/mcp` over the real service and database, whose callers get the
+    grant named in `X-Test-Grant`."""
+    pool = await open_pool(database_url, max_size=4)
+    service = MemoryService(pool, embedder, Settings(database_url=database_url))
+    authenticator = GrantFromHeader(Authenticator(pool))
+    endpoint = McpEndpoint(lambda: (service, authenticator))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with endpoint.running():
+            yield
+
+    port = free_port()
+    app = Starlette(routes=[Route("/mcp", endpoint)], lifespan=lifespan)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(srv.serve())
+    while not srv.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    await task
+    await pool.close()
+
+
+def granted(tenant: Tenant, grant: str) -> dict[str, str]:
+    return {**credentials(tenant), "X-Test-Grant": grant}
+
+
+# --- what an agent is offered --------------------------------------------------------------
+
+
+async def test_the_agent_key_is_offered_all_five_tools_and_the_discipline_prompt(server, tenant):
+    async with mcp_session(server, credentials(tenant)) as session:
+        tools = (await session.list_tools()).tools
+        prompts = (await session.list_prompts()).prompts
+    assert [t.name for t in tools] == ALL_TOOLS
+    for tool in tools:
+        assert tool.description
+        assert tool.input_schema["additionalProperties"] is False
+    assert [p.name for p in prompts] == ["memory_discipline"]
+
+
+@pytest.mark.parametrize(
+    ("grant", "tools", "prompts"),
+    [
+        ("user=read,project=read", READ_TOOLS, []),
+        ("user=read-write,project=read", ALL_TOOLS, ["memory_discipline"]),
+        ("user=none,project=none", [], []),
+    ],
+)
+async def test_the_tool_list_follows_the_grant(granted_server, tenant, grant, tools, prompts):
+    async with mcp_session(granted_server, granted(tenant, grant)) as session:
+        assert [t.name for t in (await session.list_tools()).tools] == tools
+        assert [p.name for p in (await session.list_prompts()).prompts] == prompts
+
+
+# --- each tool -------------------------------------------------------------------------------
+
+
+async def test_save_reports_created_absorbed_and_superseded(server, tenant):
+    async with mcp_session(server, credentials(tenant)) as session:
+        first = await call(session, "save_memory", content="Prefers tea.", kind="topical")
+        assert first["outcome"] == "created"
+
+        again = await call(session, "save_memory", content="Prefers tea.", kind="topical")
+        assert again["outcome"] == "absorbed"
+        assert again["memory"]["id"] == first["memory"]["id"]
+
+        v1 = await call(
+            session, "save_memory", content="Lives in Lyon.", kind="topical", key="home-city"
+        )
+        v2 = await call(
+            session, "save_memory", content="Lives in Porto.", kind="topical", key="home-city"
+        )
+        assert v2["outcome"] == "superseded"
+        assert v2["superseded_id"] == v1["memory"]["id"]
+        assert v2["memory"]["id"] != v1["memory"]["id"]
+
+
+async def test_save_lists_near_duplicates_of_another_kind_so_the_agent_can_supersede(
+    server, tenant
+):
+    async with mcp_session(server, credentials(tenant)) as session:
+        fact = await call(session, "save_memory", content="Answers in English.", kind="operational")
+        other = await call(session, "save_memory", content="Answers in English.", kind="topical")
+    assert other["outcome"] == "created"
+    assert [d["id"] for d in other["near_duplicates"]] == [fact["memory"]["id"]]
+    assert other["near_duplicates"][0]["kind"] == "operational"
+    assert "supersede_memory" in other["note"]
+
+
+async def test_recall_list_supersede_and_forget(server, tenant):
+    async with mcp_session(server, credentials(tenant)) as session:
+        await call(session, "save_memory", content="Allergic to shellfish.", kind="topical")
+        cats = await call(
+            session, "save_memory", content="Has two cats.", kind="topical", key="pets"
+        )
+        await call(
+            session,
+            "save_memory",
+            content="Always cite sources.",
+            kind="operational",
+            pinned=True,
+            category="rules",
+        )
+
+        recalled = await call(session, "recall_memory", query="what can't they eat", limit=1)
+        assert [m["content"] for m in recalled["memories"]] == ["Allergic to shellfish."]
+        assert 0 < recalled["memories"][0]["score"] <= 1
+
+        listed = await call(session, "list_memories", kind="operational")
+        assert [m["content"] for m in listed["memories"]] == ["Always cite sources."]
+        page = await call(session, "list_memories", first=2)
+        assert len(page["memories"]) == 2 and page["next_cursor"]
+        rest = await call(session, "list_memories", first=2, after=page["next_cursor"])
+        assert len(rest["memories"]) == 1 and rest["next_cursor"] is None
+
+        replaced = await call(
+            session,
+            "supersede_memory",
+            id=cats["memory"]["id"],
+            content="Has three cats.",
+            kind="topical",
+        )
+        assert replaced["outcome"] == "superseded"
+        assert replaced["superseded_id"] == cats["memory"]["id"]
+        assert replaced["memory"]["key"] == "pets"  # the new version keeps the key
+
+        forgotten = await call(session, "forget_memory", key="pets")
+        assert forgotten["forgotten"]["id"] == replaced["memory"]["id"]
+        assert forgotten["forgotten"]["invalidation_reason"] == "retired"
+
+        live = await call(session, "list_memories")
+        assert sorted(m["content"] for m in live["memories"]) == [
+            "Allergic to shellfish.",
+            "Always cite sources.",
+        ]
+        everything = await call(session, "list_memories", include_forgotten=True)
+        assert len(everything["memories"]) == 4
+
+
+async def test_the_discipline_prompt_teaches_save_skip_keys_supersede_and_kinds(server, tenant):
+    async with mcp_session(server, credentials(tenant)) as session:
+        prompt = await session.get_prompt("memory_discipline")
+    content = prompt.messages[0].content
+    assert isinstance(content, types.TextContent)
+    text = content.text
+    for taught in (
+        "durable",
+        "reusable",
+        "not a secret",
+        "stable `key`",
+        "supersede_memory",
+        "`topical`",
+        "`episodic`",
+        "`operational`",
+    ):
+        assert taught in text, taught
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+
+async def test_a_write_tool_under_a_read_only_grant_is_refused_and_writes_nothing(
+    granted_server, server, tenant, alice
+):
+    async with mcp_session(granted_server, granted(tenant, "user=read,project=read")) as session:
+        assert await refused(session, "save_memory", content="Likes jazz.", kind="topical") == (
+            "FORBIDDEN"
+        )
+        assert await refused(session, "forget_memory", key="anything") == "FORBIDDEN"
+        # reading still works
+        assert (await call(session, "list_memories"))["memories"] == []
+    assert contents(await alice.ok(LIST)) == []
+
+
+async def test_no_grant_can_call_no_tool(granted_server, tenant):
+    async with mcp_session(granted_server, granted(tenant, "user=none,project=none")) as session:
+        assert await refused(session, "recall_memory", query="anything") == "FORBIDDEN"
+        assert await refused(session, "save_memory", content="x", kind="topical") == "FORBIDDEN"
+
+
+async def test_the_service_checks_the_scope_of_an_offered_tool(granted_server, tenant, alice):
+    """A grant that may write only project memories is offered save_memory, but a save into the
+    read-only user scope is still refused by the service."""
+    async with mcp_session(granted_server, granted(tenant, "user=read,project=read-write")) as s:
+        assert await refused(s, "save_memory", content="Likes jazz.", kind="topical") == (
+            "FORBIDDEN"
+        )
+        shared = await call(
+            s,
+            "save_memory",
+            content="The team ships on Fridays.",
+            kind="topical",
+            scope="project",
+        )
+        assert shared["memory"]["scope"] == "project"
+    assert contents(await alice.ok(LIST)) == ["The team ships on Fridays."]
+
+
+async def test_unknown_arguments_and_bad_values_are_refused_and_change_nothing(
+    server, tenant, alice
+):
+    async with mcp_session(server, credentials(tenant)) as session:
+        result = await session.call_tool(
+            "save_memory", {"content": "Likes jazz.", "kind": "topical", "colour": "red"}
+        )
+        assert result.is_error
+        assert result.structured_content["error"]["code"] == "BAD_USER_INPUT"
+        assert "unknown argument `colour`" in result.structured_content["error"]["message"]
+
+        assert await refused(session, "save_memory", content="Likes jazz.", kind="fact") == (
+            "BAD_USER_INPUT"
+        )
+        # the service's own rules (a key is a slug) come back with their code too
+        assert (
+            await refused(
+                session, "save_memory", content="Likes jazz.", kind="topical", key="not a slug"
+            )
+            == "BAD_USER_INPUT"
+        )
+        assert await refused(session, "forget_memory", id="not-a-uuid") == "BAD_USER_INPUT"
+        assert (
+            await refused(session, "forget_memory", id="00000000-0000-0000-0000-000000000000")
+            == "NOT_FOUND"
+        )
+    assert contents(await alice.ok(LIST)) == []
+
+
+async def test_an_unknown_tool_is_a_protocol_error(server, tenant):
+    async with mcp_session(server, credentials(tenant)) as session:
+        with pytest.raises(Exception, match="unknown tool 'erase_everything'"):
+            await session.call_tool("erase_everything", {})
+
+
+# --- one service behind both APIs --------------------------------------------------------------
+
+
+async def test_a_memory_saved_through_mcp_is_recalled_through_graphql(server, tenant, alice):
+    async with mcp_session(server, credentials(tenant)) as session:
+        saved = await call(
+            session, "save_memory", content="Training for the Berlin marathon.", kind="topical"
+        )
+    hits = (await alice.ok(RECALL, {"query": "which race is she running"}))["recall"]
+    assert hits[0]["memory"]["id"] == saved["memory"]["id"]
+
+
+async def test_a_memory_saved_through_graphql_is_recalled_through_mcp(server, tenant, alice):
+    saved = await alice.ok(
+        SAVE, {"input": {"content": "Works night shifts at the hospital.", "kind": "TOPICAL"}}
+    )
+    async with mcp_session(server, credentials(tenant)) as session:
+        hits = await call(session, "recall_memory", query="when does she work")
+    assert hits["memories"][0]["id"] == saved["saveMemory"]["memory"]["id"]
+
+
+async def test_mcp_memories_stay_with_their_user(server, tenant, bob):
+    async with mcp_session(server, credentials(tenant, "alice")) as session:
+        await call(session, "save_memory", content="Plays the cello.", kind="topical")
+    assert contents(await bob.ok(LIST)) == []
+    async with mcp_session(server, credentials(tenant, "bob")) as session:
+        assert (await call(session, "recall_memory", query="instrument"))["memories"] == []
+
+
+# --- credentials ------------------------------------------------------------------------------
+
+
+async def test_mcp_without_valid_credentials_is_401(http: httpx.AsyncClient, tenant):
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    missing = await http.post("/mcp", json=initialize, headers=accept)
+    assert missing.status_code == 401
+    assert missing.json()["error"]["code"] == "UNAUTHENTICATED"
+    wrong = await http.post(
+        "/mcp",
+        json=initialize,
+        headers={**accept, "Authorization": "Bearer mq_nope", "X-User-Id": "alice"},
+    )
+    assert wrong.status_code == 401
+    no_user = await http.post(
+        "/mcp", json=initialize, headers={**accept, "Authorization": f"Bearer {tenant.key}"}
+    )
+    assert no_user.status_code == 401
+    ok = await http.post("/mcp", json=initialize, headers={**accept, **credentials(tenant)})
+    assert ok.status_code == 200
+
+
+async def test_mcp_for_a_project_without_memory_is_404(http: httpx.AsyncClient, db, tenant):
+    await db.execute(
+        "update projects set memory_enabled = false where id = %s", (tenant.project_id,)
+    )
+    response = await http.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream", **credentials(tenant)},
+    )
+    assert response.status_code == 404
+    assert "memor" not in response.text.lower()
