@@ -34,14 +34,20 @@ ALL_TOOLS = [*READ_TOOLS, "save_memory", "supersede_memory", "forget_memory"]
 
 
 @asynccontextmanager
-async def mcp_session(base_url: str, headers: Mapping[str, str]) -> AsyncIterator[ClientSession]:
-    """The official MCP client, over streamable HTTP, with the given credentials."""
+async def mcp_session(
+    base_url: str, headers: Mapping[str, str], *, modern: bool = False
+) -> AsyncIterator[ClientSession]:
+    """The official MCP client, over streamable HTTP, with the given credentials; `modern`
+    speaks the 2026-07-28 protocol (`server/discover`, no handshake) instead of `initialize`."""
     async with (
         httpx2.AsyncClient(headers=dict(headers), timeout=60) as http,
         streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
-        await session.initialize()
+        if modern:
+            await session.discover()
+        else:
+            await session.initialize()
         yield session
 
 
@@ -140,6 +146,21 @@ async def test_the_tool_list_follows_the_grant(granted_server, tenant, grant, to
     async with mcp_session(granted_server, granted(tenant, grant)) as session:
         assert [t.name for t in (await session.list_tools()).tools] == tools
         assert [p.name for p in (await session.list_prompts()).prompts] == prompts
+
+
+async def test_the_2026_protocol_gets_the_same_tools_and_calls(granted_server, server, tenant):
+    async with mcp_session(server, credentials(tenant), modern=True) as session:
+        assert session.protocol_version == "2026-07-28"
+        assert [t.name for t in (await session.list_tools()).tools] == ALL_TOOLS
+        saved = await call(session, "save_memory", content="Prefers tea.", kind="topical")
+        assert saved["outcome"] == "created"
+        assert await refused(session, "save_memory", content="x", kind="topical", extra=1) == (
+            "BAD_USER_INPUT"
+        )
+    read_only = granted(tenant, "user=read,project=read")
+    async with mcp_session(granted_server, read_only, modern=True) as session:
+        assert [t.name for t in (await session.list_tools()).tools] == READ_TOOLS
+        assert await refused(session, "save_memory", content="x", kind="topical") == "FORBIDDEN"
 
 
 # --- each tool -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from starlette.types import Receive, Scope, Send
 from memql import metrics
 from memql.errors import BadInput, Forbidden, MemqlError, NotEntitled
 from memql.mcp import prompts
-from memql.mcp.tools import BY_NAME, ToolSpec, tools_for
+from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
 from memql.model import Principal
 from memql.service import MemoryService
 
@@ -52,6 +52,9 @@ class Authenticates(Protocol):
 
 
 Resources = Callable[[], tuple[MemoryService, Authenticates]]
+
+# built once: the SDK also asks for a tool's schema to check `Mcp-Param-*` headers
+_SCHEMAS = {t.name: t.args.input_schema() for t in TOOLS}
 
 
 def tool_names(principal: Principal) -> list[str]:
@@ -73,7 +76,7 @@ def _tool(spec: ToolSpec) -> types.Tool:
         name=spec.name,
         title=spec.title,
         description=spec.description,
-        input_schema=spec.args.input_schema(),
+        input_schema=_SCHEMAS[spec.name],
         annotations=types.ToolAnnotations(
             read_only_hint=not spec.writes,
             destructive_hint=spec.name == "forget_memory",
@@ -120,6 +123,7 @@ class McpEndpoint:
             version=_version(),
             title="memql",
             instructions=INSTRUCTIONS,
+            get_tool_input_schema=_SCHEMAS.get,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_prompts=self._list_prompts,
