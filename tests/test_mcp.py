@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -118,6 +119,17 @@ async def granted_server(database_url: str, embedder: LocalEmbedder) -> AsyncIte
 
 def granted(tenant: Tenant, grant: str) -> dict[str, str]:
     return {**credentials(tenant), "X-Test-Grant": grant}
+
+
+async def written(db: Any, tenant: Tenant) -> tuple[int, int]:
+    """How many memory rows and event rows the tenant's project holds."""
+    cur = await db.execute(
+        "select (select count(*) from memories where project_id = %s),"
+        " (select count(*) from memory_events where project_id = %s)",
+        (tenant.project_id, tenant.project_id),
+    )
+    row = await cur.fetchone()
+    return int(row[0]), int(row[1])
 
 
 # --- what an agent is offered --------------------------------------------------------------
@@ -271,7 +283,7 @@ async def test_the_discipline_prompt_teaches_save_skip_keys_supersede_and_kinds(
 
 
 async def test_a_write_tool_under_a_read_only_grant_is_refused_and_writes_nothing(
-    granted_server, server, tenant, alice
+    granted_server, server, tenant, alice, db
 ):
     async with mcp_session(granted_server, granted(tenant, "user=read,project=read")) as session:
         assert await refused(session, "save_memory", content="Likes jazz.", kind="topical") == (
@@ -281,6 +293,7 @@ async def test_a_write_tool_under_a_read_only_grant_is_refused_and_writes_nothin
         # reading still works
         assert (await call(session, "list_memories"))["memories"] == []
     assert contents(await alice.ok(LIST)) == []
+    assert await written(db, tenant) == (0, 0)
 
 
 async def test_no_grant_can_call_no_tool(granted_server, tenant):
@@ -308,7 +321,7 @@ async def test_the_service_checks_the_scope_of_an_offered_tool(granted_server, t
 
 
 async def test_unknown_arguments_and_bad_values_are_refused_and_change_nothing(
-    server, tenant, alice
+    server, tenant, alice, db
 ):
     async with mcp_session(server, credentials(tenant)) as session:
         result = await session.call_tool(
@@ -334,11 +347,12 @@ async def test_unknown_arguments_and_bad_values_are_refused_and_change_nothing(
             == "NOT_FOUND"
         )
     assert contents(await alice.ok(LIST)) == []
+    assert await written(db, tenant) == (0, 0)
 
 
 async def test_an_unknown_tool_is_a_protocol_error(server, tenant):
     async with mcp_session(server, credentials(tenant)) as session:
-        with pytest.raises(Exception, match="unknown tool 'erase_everything'"):
+        with pytest.raises(MCPError, match="unknown tool 'erase_everything'"):
             await session.call_tool("erase_everything", {})
 
 
@@ -369,6 +383,35 @@ async def test_mcp_memories_stay_with_their_user(server, tenant, bob):
     assert contents(await bob.ok(LIST)) == []
     async with mcp_session(server, credentials(tenant, "bob")) as session:
         assert (await call(session, "recall_memory", query="instrument"))["memories"] == []
+
+
+async def test_mcp_writes_record_the_same_events_as_graphql_writes(server, tenant, db, http):
+    async with mcp_session(server, credentials(tenant)) as session:
+        first = await call(session, "save_memory", content="Prefers tea.", kind="topical")
+        await call(session, "save_memory", content="Prefers tea.", kind="topical")
+        new = await call(
+            session,
+            "supersede_memory",
+            id=first["memory"]["id"],
+            content="Prefers green tea.",
+            kind="topical",
+        )
+        await call(session, "forget_memory", id=new["memory"]["id"])
+    cur = await db.execute(
+        "select type, memory_id::text, actor_id from memory_events where project_id = %s"
+        " order by cursor",
+        (tenant.project_id,),
+    )
+    assert await cur.fetchall() == [
+        ("memory.created", first["memory"]["id"], "alice"),
+        ("memory.absorbed", first["memory"]["id"], "alice"),
+        ("memory.superseded", new["memory"]["id"], "alice"),
+        ("memory.retired", new["memory"]["id"], "alice"),
+    ]
+    cur = await db.execute("select source from memories where id = %s", (first["memory"]["id"],))
+    assert (await cur.fetchone())[0] == {"via": "mcp", "tool": "save_memory"}
+    exposition = (await http.get("/metrics")).text
+    assert 'memql_mcp_tool_calls_total{result="ok",tool="forget_memory"}' in exposition
 
 
 # --- credentials ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from memql import metrics
-from memql.errors import BadInput, Forbidden, MemqlError, NotEntitled
+from memql.errors import BadInput, Forbidden, MemqlError, NotEntitled, Unauthenticated
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
 from memql.model import Principal
@@ -149,9 +149,6 @@ class McpEndpoint:
                 self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
-            return
         manager = self._manager
         if manager is None:
             await PlainTextResponse("starting", status_code=503)(scope, receive, send)
@@ -162,11 +159,12 @@ class McpEndpoint:
         except NotEntitled:
             await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
             return
-        except MemqlError as exc:
+        except (Unauthenticated, Forbidden) as exc:
+            unauthenticated = isinstance(exc, Unauthenticated)
             response = JSONResponse(
                 {"error": {"code": exc.code, "message": exc.message}},
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="memql"'},
+                status_code=401 if unauthenticated else 403,
+                headers={"WWW-Authenticate": 'Bearer realm="memql"'} if unauthenticated else None,
             )
             await response(scope, receive, send)
             return
