@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-from memql.access.policy import NO_MEMORY, AccessRequest, PolicyResult
+from memql.access.policy import NO_MEMORY, AccessRequest, PolicyResult, parse_grant
 from memql.model import Access, Grant
 
 
 async def by_user(request: AccessRequest) -> PolicyResult | str | None:
     """An async policy whose answer depends on the user id, to reach every outcome."""
     await asyncio.sleep(0)
+    if request.user_id.startswith("grant:"):
+        # "grant:user=read,project=none": the grant a test wants for this caller
+        return parse_grant(request.user_id.removeprefix("grant:"))
     match request.user_id:
         case "reader":
             return Grant(user=Access.READ, project=Access.READ)

@@ -24,6 +24,7 @@ from memql.db.migrate import migrate
 from memql.db.pool import open_pool, system_connection
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
+from memql.mcp import McpEndpoint
 from memql.schema import build_schema
 from memql.schema.asgi import GraphQLApp
 from memql.service import MemoryService
@@ -114,7 +115,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             resources = Resources(pool, active, service, Authenticator(pool, policy))
             metrics.watch_pool(pool)
             log.info("memql ready (embedder %s)", active.model)
-            yield
+            async with mcp.running():
+                yield
         finally:
             resources = None
             metrics.watch_pool(None)
@@ -129,6 +131,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         current,
         graphql_ide="graphiql" if settings.graphiql else None,
     )
+
+    mcp = McpEndpoint(current)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -152,6 +156,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
     routes = [
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics_endpoint),

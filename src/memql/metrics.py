@@ -27,6 +27,12 @@ OPERATION_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 SAVES = Counter("memql_saves", "Saved memories by outcome", ["outcome"], registry=REGISTRY)
+MCP_TOOL_CALLS = Counter(
+    "memql_mcp_tool_calls",
+    "MCP tool calls by tool and result",
+    ["tool", "result"],
+    registry=REGISTRY,
+)
 
 
 class _PoolCollector(Collector):

@@ -1,0 +1,261 @@
+"""`/mcp`: the official MCP SDK's streamable HTTP transport over `MemoryService`.
+
+Every HTTP request is authenticated like `/graphql` (API key + `X-User-Id`, or whatever the
+authenticator accepts) before the SDK sees it: no credentials answer 401, a project without
+memory 404. The principal travels in the ASGI scope to the handlers, which offer only the tools
+its grant allows and check the grant again on every call.
+
+The transport is stateless with JSON responses: any instance behind a load balancer can answer
+any request, and no session outlives the request that authenticated it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.types import Receive, Scope, Send
+
+from memql import metrics
+from memql.errors import BadInput, Forbidden, MemqlError, NotEntitled, Unauthenticated
+from memql.mcp import prompts
+from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
+from memql.model import Principal
+from memql.service import MemoryService
+
+log = logging.getLogger(__name__)
+
+PRINCIPAL_KEY = "memql.principal"
+
+INSTRUCTIONS = (
+    "Long-term memory for the user you act for. Recall before answering when earlier"
+    f" conversations may matter; read the `{prompts.DISCIPLINE_NAME}` prompt for what to save."
+)
+
+
+class Authenticates(Protocol):
+    async def authenticate(self, headers: Mapping[str, str]) -> Principal: ...
+
+
+Resources = Callable[[], tuple[MemoryService, Authenticates]]
+
+# built once: the SDK also asks for a tool's schema to check `Mcp-Param-*` headers
+_SCHEMAS = {t.name: t.args.input_schema() for t in TOOLS}
+
+
+def tool_names(principal: Principal) -> list[str]:
+    """The names of the tools `principal` is offered, in a stable order."""
+    return [t.name for t in tools_for(principal.grant)]
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    request = ctx.request
+    principal = request.scope.get(PRINCIPAL_KEY) if request is not None else None
+    if not isinstance(principal, Principal):
+        # only reachable through a transport that bypasses McpEndpoint.__call__
+        raise MCPError(code=types.INVALID_REQUEST, message="unauthenticated")
+    return principal
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=_SCHEMAS[spec.name],
+        annotations=types.ToolAnnotations(
+            read_only_hint=not spec.writes,
+            destructive_hint=spec.name == "forget_memory",
+            idempotent_hint=not spec.writes,
+            open_world_hint=False,
+        ),
+    )
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        if error["type"] == "extra_forbidden":
+            parts.append(f"unknown argument `{where}`")
+        else:
+            parts.append(f"`{where}`: {error['msg']}")
+    return "; ".join(parts)
+
+
+def _result(body: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
+        structured_content=body,
+        is_error=is_error,
+    )
+
+
+def _error(exc: MemqlError) -> types.CallToolResult:
+    """An expected failure, told to the agent so it can correct itself (same codes as GraphQL)."""
+    return _result(
+        {"error": {"code": exc.code, "message": exc.message, **exc.extensions}}, is_error=True
+    )
+
+
+class McpEndpoint:
+    """The ASGI app for `/mcp`. Enter `running()` in the host app's lifespan."""
+
+    def __init__(self, resources: Resources) -> None:
+        self._resources = resources
+        self._manager: StreamableHTTPSessionManager | None = None
+        self.server: Server[Any] = Server(
+            "memql",
+            version=_version(),
+            title="memql",
+            instructions=INSTRUCTIONS,
+            get_tool_input_schema=_SCHEMAS.get,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+        )
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            stateless=True,
+            json_response=True,
+            # Host/Origin checks guard servers that trust whoever can reach them; every request
+            # here carries a credential that a DNS-rebinding page cannot read, and the service
+            # runs under whatever host name its deployment gives it.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        if manager is None:
+            await PlainTextResponse("starting", status_code=503)(scope, receive, send)
+            return
+        _, authenticator = self._resources()
+        try:
+            principal = await authenticator.authenticate(Headers(scope=scope))
+        except NotEntitled:
+            await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
+            return
+        except (Unauthenticated, Forbidden) as exc:
+            unauthenticated = isinstance(exc, Unauthenticated)
+            response = JSONResponse(
+                {"error": {"code": exc.code, "message": exc.message}},
+                status_code=401 if unauthenticated else 403,
+                headers={"WWW-Authenticate": 'Bearer realm="memql"'} if unauthenticated else None,
+            )
+            await response(scope, receive, send)
+            return
+        await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
+
+    # --- MCP handlers ---------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        tools = [_tool(t) for t in tools_for(_principal(ctx).grant)]
+        # the list depends on the caller's grant: never shareable between callers
+        return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        principal = _principal(ctx)
+        spec = BY_NAME.get(params.name)
+        if spec is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name!r}")
+        result = await self._run(spec, principal, params.arguments or {})
+        metrics.MCP_TOOL_CALLS.labels(spec.name, "error" if result.is_error else "ok").inc()
+        return result
+
+    async def _run(
+        self, spec: ToolSpec, principal: Principal, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        # hiding a tool is not authorization: the grant is checked again here, and the service
+        # checks the scope of every read and write
+        if spec not in tools_for(principal.grant):
+            return _error(Forbidden(f"this credential may not call {spec.name}"))
+        try:
+            args = spec.args.model_validate(arguments)
+        except ValidationError as exc:
+            return _error(BadInput(_validation_message(exc)))
+        service, _ = self._resources()
+        try:
+            body = await spec.call(service, principal, args)
+        except MemqlError as exc:
+            return _error(exc)
+        except Exception:
+            error_id = uuid.uuid4().hex[:12]
+            log.exception("unexpected error %s in MCP tool %s", error_id, spec.name)
+            return _result(
+                {
+                    "error": {
+                        "code": "INTERNAL_SERVER_ERROR",
+                        "message": f"Internal server error (error id {error_id})",
+                        "errorId": error_id,
+                    }
+                },
+                is_error=True,
+            )
+        return _result(body)
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        listed = _writes(_principal(ctx))
+        prompt = types.Prompt(
+            name=prompts.DISCIPLINE_NAME,
+            title=prompts.DISCIPLINE_TITLE,
+            description=prompts.DISCIPLINE_DESCRIPTION,
+        )
+        return types.ListPromptsResult(
+            prompts=[prompt] if listed else [], ttl_ms=0, cache_scope="private"
+        )
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        if params.name != prompts.DISCIPLINE_NAME or not _writes(_principal(ctx)):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}")
+        return types.GetPromptResult(
+            description=prompts.DISCIPLINE_DESCRIPTION,
+            messages=[
+                types.PromptMessage(
+                    role="user", content=types.TextContent(type="text", text=prompts.DISCIPLINE)
+                )
+            ],
+        )
+
+
+def _writes(principal: Principal) -> bool:
+    """The save/skip prompt is for agents that may save."""
+    return any(t.writes for t in tools_for(principal.grant))
+
+
+def _version() -> str:
+    try:
+        return version("memql")
+    except PackageNotFoundError:
+        return "0"

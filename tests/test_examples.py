@@ -1,0 +1,67 @@
+"""The README's chat loop runs against the real server and puts the memories in its prompt."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from tests.operations import SAVE
+
+CHAT_LOOP = Path(__file__).resolve().parent.parent / "examples" / "chat_loop.py"
+
+
+async def test_the_chat_loop_puts_pinned_then_relevant_memories_in_its_system_prompt(
+    server, tenant, alice
+):
+    await alice.ok(SAVE, {"input": {"content": "Has two cats.", "kind": "TOPICAL"}})
+    await alice.ok(SAVE, {"input": {"content": "Allergic to shellfish.", "kind": "TOPICAL"}})
+    await alice.ok(
+        SAVE,
+        {
+            "input": {
+                "content": "Always answer in English.",
+                "kind": "OPERATIONAL",
+                "pinned": True,
+                "category": "rules",
+            }
+        },
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CHAT_LOOP),
+        "alice",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "MEMQL_URL": server, "MEMQL_KEY": tenant.key},
+    )
+    out, err = await asyncio.wait_for(process.communicate(b"what should I cook tonight?\n"), 60)
+    assert process.returncode == 0, err.decode()
+
+    prompt = out.decode().split("[system prompt]\n", 1)[1].split("\n[end]", 1)[0]
+    lines = prompt.splitlines()
+    memories = lines[lines.index("## Memories") + 1 :]
+    assert memories == [
+        "- [pinned · rules · operational] Always answer in English.",
+        "- [general · topical] Allergic to shellfish.",
+        "- [general · topical] Has two cats.",
+    ]
+
+
+async def test_the_chat_loop_of_a_user_without_memories_sends_the_base_prompt(server, tenant):
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CHAT_LOOP),
+        "nobody",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "MEMQL_URL": server, "MEMQL_KEY": tenant.key},
+    )
+    out, err = await asyncio.wait_for(process.communicate(b"hello\n"), 60)
+    assert process.returncode == 0, err.decode()
+    assert out.decode() == (
+        "[system prompt]\nYou are a helpful assistant. Answer briefly.\n[end]\n"
+    )
