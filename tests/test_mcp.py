@@ -414,3 +414,17 @@ async def test_mcp_for_a_project_without_memory_is_404(http: httpx.AsyncClient, 
     )
     assert response.status_code == 404
     assert "memor" not in response.text.lower()
+
+
+async def test_a_broken_access_policy_serves_no_tools(granted_server, tenant):
+    async with httpx.AsyncClient(timeout=60) as http:
+        response = await http.post(
+            f"{granted_server}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={
+                **credentials(tenant, user="raises"),
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "INTERNAL_SERVER_ERROR"

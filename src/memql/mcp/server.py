@@ -20,11 +20,13 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
 
 import mcp_types as types
+import psycopg
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -167,6 +169,16 @@ class McpEndpoint:
                 headers={"WWW-Authenticate": 'Bearer realm="memql"'} if unauthenticated else None,
             )
             await response(scope, receive, send)
+            return
+        except MemqlError as exc:
+            # a broken access policy: already logged with its error id; serve nothing
+            await JSONResponse(
+                {"error": {"code": exc.code, "message": exc.message}}, status_code=500
+            )(scope, receive, send)
+            return
+        except (psycopg.Error, PoolTimeout) as exc:
+            log.warning("could not resolve credentials: %s", exc)
+            await PlainTextResponse("Service Unavailable", status_code=503)(scope, receive, send)
             return
         await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
