@@ -34,6 +34,15 @@ def connection_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k): v for k, v in merged.items() if isinstance(v, str)}
 
 
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+
+
+def is_request_error(body: Mapping[str, Any]) -> bool:
+    """Errors raised before execution (syntax, validation, variables) carry no `path`."""
+    errors = body.get("errors") or []
+    return body.get("data") is None and bool(errors) and all("path" not in e for e in errors)
+
+
 class GraphQLApp(GraphQL[Context, None]):
     def __init__(
         self,
@@ -68,6 +77,29 @@ class GraphQLApp(GraphQL[Context, None]):
             # reported by the first field that needs a principal, with its code
             return Context(service, None, exc, authenticator=authenticator)
         return Context(service, principal, authenticator=authenticator)
+
+    # GraphQL over HTTP: a client that accepts application/graphql-response+json gets it, and
+    # with it 400 (and no `data`) for a request that never reached execution
+    async def get_sub_response(self, request: Request | WebSocket) -> Response:
+        sub_response = await super().get_sub_response(request)
+        sub_response.graphql_response_json = (  # type: ignore[attr-defined]
+            GRAPHQL_RESPONSE in request.headers.get("accept", "")
+        )
+        return sub_response
+
+    def create_response(self, response_data: Any, sub_response: Response) -> Response:
+        if not getattr(sub_response, "graphql_response_json", False) or not isinstance(
+            response_data, Mapping
+        ):
+            return super().create_response(response_data, sub_response)
+        request_error = is_request_error(response_data)
+        if request_error:
+            response_data = {k: v for k, v in response_data.items() if k != "data"}
+        response = super().create_response(response_data, sub_response)
+        response.headers["content-type"] = GRAPHQL_RESPONSE
+        if request_error:
+            response.status_code = 400
+        return response
 
     async def on_ws_connect(self, context: Context) -> Any:
         _, authenticator = self._resources()
