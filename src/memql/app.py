@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -24,6 +24,7 @@ from memql.db.migrate import migrate
 from memql.db.pool import open_pool
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
+from memql.realtime import Realtime, open_realtime
 from memql.schema import build_schema
 from memql.schema.asgi import GraphQLApp
 from memql.service import MemoryService
@@ -40,6 +41,7 @@ class Resources:
     embedder: Embedder
     service: MemoryService
     authenticator: Authenticator
+    realtime: Realtime
 
 
 async def check_embedding_space(pool: AsyncConnectionPool, embedder: Embedder) -> None:
@@ -107,13 +109,15 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             raise
         own_embedder = embedder is None
         try:
-            active = embedder or await create_embedder(settings)
-            await check_embedding_space(pool, active)
-            service = MemoryService(pool, active, settings)
-            resources = Resources(pool, active, service, Authenticator(pool))
-            metrics.watch_pool(pool)
-            log.info("memql ready (embedder %s)", active.model)
-            yield
+            async with AsyncExitStack() as stack:
+                active = embedder or await create_embedder(settings)
+                await check_embedding_space(pool, active)
+                realtime = await stack.enter_async_context(open_realtime(settings, url))
+                service = MemoryService(pool, active, settings, realtime=realtime)
+                resources = Resources(pool, active, service, Authenticator(pool), realtime)
+                metrics.watch_pool(pool)
+                log.info("memql ready (embedder %s)", active.model)
+                yield
         finally:
             resources = None
             metrics.watch_pool(None)
@@ -142,7 +146,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             log.warning("readiness check failed: %s", exc)
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
         return JSONResponse(
-            {"status": "ready", "database": "up", "embedder": resources.embedder.model}
+            {
+                "status": "ready",
+                "database": "up",
+                "embedder": resources.embedder.model,
+                **resources.realtime.state(),
+            }
         )
 
     async def metrics_endpoint(request: Request) -> Response:
