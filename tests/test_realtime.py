@@ -155,7 +155,7 @@ async def test_a_revoked_key_ends_the_stream_within_five_seconds(server, alice, 
         )
         started = asyncio.get_running_loop().time()
         try:
-            await sub.next(timeout=6)
+            await sub.next(wait=6)
         except StreamEnded as ended:
             assert ended.code == "UNAUTHENTICATED"
             assert "revoked" in ended.errors[0]["message"]

@@ -68,10 +68,10 @@ class EventSubscription:
     async def __aexit__(self, *exc: object) -> None:
         await self.ws.close()
 
-    async def next(self, timeout: float = 10.0) -> dict[str, Any]:
+    async def next(self, wait: float = 10.0) -> dict[str, Any]:
         """The next event; raises StreamEnded when the server ends the stream."""
         while True:
-            message = json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
+            message = json.loads(await asyncio.wait_for(self.ws.recv(), wait))
             kind = message["type"]
             if kind == "ping":
                 await self.ws.send(json.dumps({"type": "pong"}))
@@ -87,12 +87,12 @@ class EventSubscription:
             if kind == "complete":
                 raise StreamEnded(None)
 
-    async def take(self, count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
-        """Exactly `count` events, waiting at most `timeout` seconds for all of them."""
+    async def take(self, count: int, within: float = 20.0) -> list[dict[str, Any]]:
+        """Exactly `count` events, waiting at most `within` seconds for all of them."""
         events: list[dict[str, Any]] = []
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             while len(events) < count:
-                events.append(await self.next(timeout))
+                events.append(await self.next(within))
         return events
 
     async def quiet(self, seconds: float = 1.0) -> list[dict[str, Any]]:
