@@ -182,10 +182,8 @@ class EventBus:
     async def _until_ready(self, names: list[str]) -> None:
         if not self._up.is_set():
             return
-        waits = [self._channels[n].ready.wait() for n in names if n in self._channels]
-        try:
-            await asyncio.wait_for(asyncio.gather(*waits), self._subscribe_timeout)
-        except TimeoutError:
+        events = [self._channels[n].ready for n in names if n in self._channels]
+        if not await _all_set(events, self._subscribe_timeout):
             log.warning("a subscription was not confirmed in time; reconnecting the broadcast")
             self._trouble.set()
 
@@ -222,16 +220,19 @@ class EventBus:
 
     async def _connect(self) -> None:
         if self.backend == "redis":
-            from redis import asyncio as aioredis
+            from memql.realtime.redis_backend import RedisPubSubBackend
 
-            # broadcaster leaves a half-made backend behind when Redis is down: probe first
-            probe = aioredis.Redis.from_url(self._url, socket_connect_timeout=2, socket_timeout=2)
-            try:
-                await probe.ping()
-            finally:
-                await probe.aclose()
-        broadcast = Broadcast(self._url)
-        await broadcast.connect()
+            broadcast = Broadcast(
+                backend=RedisPubSubBackend(self._url, on_failure=lambda _: self._trouble.set())
+            )
+        else:
+            broadcast = Broadcast(self._url)
+        try:
+            await broadcast.connect()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await broadcast.disconnect()
+            raise
         self._broadcast = broadcast
         self._up.set()
         self._beat_at = time.monotonic()
@@ -241,10 +242,8 @@ class EventBus:
         channels = list(self._channels.values())
         for name, channel in self._channels.items():
             self._start_pump(name, channel)
-        if channels:
-            await asyncio.wait_for(
-                asyncio.gather(*(c.ready.wait() for c in channels)), self._subscribe_timeout
-            )
+        if not await _all_set([c.ready for c in channels], self._subscribe_timeout):
+            raise BusUnavailable("subscriptions were not confirmed in time")
 
     async def _disconnect(self) -> None:
         self._up.clear()
@@ -320,3 +319,16 @@ class EventBus:
             if time.monotonic() - self._beat_at > self._heartbeat_timeout:
                 log.warning("broadcast heartbeat lost; reconnecting")
                 return
+
+
+async def _all_set(events: list[asyncio.Event], seconds: float) -> bool:
+    """Whether every event is set within `seconds`."""
+    if all(e.is_set() for e in events):
+        return True
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        _, pending = await asyncio.wait(waiters, timeout=seconds)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return not pending
