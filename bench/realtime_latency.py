@@ -34,10 +34,11 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memql.db.embedded import start_embedded  # noqa: E402
-from memql.db.migrate import migrate  # noqa: E402
 from tests.cluster import Instance, RedisProcess  # noqa: E402
 from tests.conftest import make_tenant  # noqa: E402
+
+from memql.db.embedded import start_embedded  # noqa: E402
+from memql.db.migrate import migrate  # noqa: E402
 
 QUERY = "subscription($since: String) { memoryEvents(scope: PROJECT, since: $since) { cursor } }"
 
@@ -137,9 +138,7 @@ async def measure(
         for task in readers:
             task.cancel()
         await asyncio.gather(*(s.ws.close() for s in subs), return_exceptions=True)
-    latencies = sorted(
-        (t - commits[c]) * 1000 for c in commits for t in arrivals.get(c, [])
-    )
+    latencies = sorted((t - commits[c]) * 1000 for c in commits for t in arrivals.get(c, []))
     delivered = len(latencies)
     q = statistics.quantiles(latencies, n=100, method="inclusive")
     return {

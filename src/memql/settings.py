@@ -47,7 +47,7 @@ class Settings:
     # realtime: live messages a subscriber may have waiting before it is closed as too slow
     subscriber_queue: int = 1000
     # realtime: seconds between credential checks of a live subscription
-    auth_recheck_seconds: float = 2.0
+    auth_recheck_seconds: float = 3.0
     limits: Limits = field(default_factory=Limits)
 
     @classmethod

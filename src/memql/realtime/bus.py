@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 
 from broadcaster import Broadcast
 
+from memql.model import MemoryEvent
+from memql.realtime import wire
+
 log = logging.getLogger(__name__)
 
 _SYNC = '{"sync":'
@@ -36,28 +39,28 @@ class BusUnavailable(Exception):
 
 
 class Inbox:
-    """One subscriber's bounded mailbox.
+    """One subscriber's bounded mailbox of live events.
 
-    When it would exceed `limit` messages it drops them all and sets `overflowed`: a subscriber
+    When it would exceed `limit` events it drops them all and sets `overflowed`: a subscriber
     that far behind is closed, and resumes from the event log.
     """
 
     def __init__(self, limit: int) -> None:
-        self._items: deque[str] = deque()
+        self._items: deque[MemoryEvent] = deque()
         self._limit = limit
         self._wake = asyncio.Event()
         self.overflowed = False
         # messages may have been lost (the bus reconnected): read the event log again
         self.resync = False
 
-    def push(self, text: str) -> None:
+    def push(self, event: MemoryEvent) -> None:
         if self.overflowed:
             return
         if len(self._items) >= self._limit:
             self.overflowed = True
             self._items.clear()
         else:
-            self._items.append(text)
+            self._items.append(event)
         self._wake.set()
 
     def mark_resync(self) -> None:
@@ -73,7 +76,7 @@ class Inbox:
             await asyncio.wait_for(self._wake.wait(), seconds)
         self._wake.clear()
 
-    def take(self) -> list[str]:
+    def take(self) -> list[MemoryEvent]:
         items = list(self._items)
         self._items.clear()
         return items
@@ -208,8 +211,14 @@ class EventBus:
                         if token in text:
                             channel.ready.set()
                         continue
+                    # decoded once for every subscriber of this instance
+                    try:
+                        decoded = wire.decode(text)
+                    except (ValueError, KeyError, TypeError):
+                        log.warning("ignoring a malformed message on %s", name)
+                        continue
                     for box in list(channel.inboxes):
-                        box.push(text)
+                        box.push(decoded)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

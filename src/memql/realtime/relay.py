@@ -75,6 +75,7 @@ class Relay:
                 log.warning("relay stopped (%s); restarting in %.1fs", exc, delay)
             if self.role == "leader":
                 log.warning("relay %s gave up leadership", self.name)
+                delay = 0.2
             self.role = "standby"
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
@@ -89,11 +90,11 @@ class Relay:
                 position = (await db_events.relay_position(conn)).published
             else:
                 await db_events.listen(conn)
-                position = await db_events.final_position(conn)
                 if self._horizon is None:
-                    self._horizon = position
+                    self._horizon = await db_events.final_position(conn)
                     self._horizon_ready.set()
-                position = max(position, self._horizon)
+                # after a lost connection, resume where publishing stopped
+                position = self._horizon
             self.role = "leader"
             log.info("relay %s leads from cursor %s", self.name, position)
             gap: db_events.Gap | None = None

@@ -16,6 +16,7 @@ and 3 run again from the last cursor delivered. Credentials are checked again ev
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -39,7 +40,7 @@ class StreamLimits:
     # messages an inbox holds before its subscriber is closed as too slow
     queue: int = 1000
     # seconds between credential checks
-    recheck_interval: float = 2.0
+    recheck_interval: float = 3.0
 
 
 async def stream_events(
@@ -60,7 +61,8 @@ async def stream_events(
             horizon = await relay.horizon(conn)
         last = since if since is not None else horizon
         replay_to = horizon if since is not None else None
-        next_check = time.monotonic() + limits.recheck_interval
+        # spread the checks of subscribers that connected together over one interval
+        next_check = time.monotonic() + limits.recheck_interval * random.uniform(0.5, 1.0)
         while True:
             if inbox.resync:
                 inbox.resync = False
@@ -83,9 +85,8 @@ async def stream_events(
                     " `since` set to the last cursor it received",
                     since=str(last),
                 )
-            for text in inbox.take():
-                live = wire.decode(text)
-                if live is None or live.cursor <= last:
+            for live in inbox.take():
+                if live.cursor <= last:
                     continue
                 yield live
                 last = live.cursor

@@ -108,11 +108,8 @@ def encode(event: MemoryEvent) -> str:
     )
 
 
-def decode(text: str) -> MemoryEvent | None:
-    """The event in `text`, or None for a bus message that is not an event."""
+def decode(text: str) -> MemoryEvent:
     d = json.loads(text)
-    if "cursor" not in d:
-        return None
     occurred_at = _parse_time(d["occurred_at"])
     assert occurred_at is not None
     return MemoryEvent(
