@@ -98,6 +98,27 @@ async def test_an_event_that_commits_after_a_later_cursor_is_delivered_in_order(
     )
 
 
+async def test_a_rolled_back_event_does_not_hold_back_later_ones(
+    server, alice, tenant, db, database_url
+):
+    async with EventSubscription(server, tenant.key, "alice") as sub:
+        async with await psycopg.AsyncConnection.connect(database_url) as doomed:
+            await doomed.execute(
+                "with tx as materialized (select pg_current_xact_id() as xid)"
+                " insert into memory_events (project_id, scope, owner_id, type, actor_id)"
+                " select %s, 'user', 'alice', 'memory.erased', 'alice' from tx"
+                " where tx.xid is not null",
+                (tenant.project_id,),
+            )
+            for i in range(2):
+                await alice.ok(SAVE, save(f"Written past a doomed write, take {i}."))
+            assert await sub.quiet(0.7) == []
+            await doomed.rollback()
+        events = await sub.take(2, within=5)
+
+    assert [e["cursor"] for e in events] == await cursors_in_log(db, tenant.project_id, "alice")
+
+
 async def test_concurrent_writes_of_many_owners_reach_each_subscriber_exactly_once(
     server, http, tenant, db
 ):

@@ -72,8 +72,10 @@ class Inbox:
 
     async def wait(self, seconds: float) -> None:
         """Until something arrives or `seconds` pass."""
+        # asyncio.timeout, not wait_for: no task per wait (a thousand subscribers wake at once)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
         self._wake.clear()
 
     def take(self) -> list[MemoryEvent]:
