@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from memql import metrics
 from memql.db.pool import open_pool
 from memql.errors import Forbidden, SubscriberBehind
 from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
@@ -46,6 +47,13 @@ async def newest_cursor(db) -> str:
     return str(cursor)
 
 
+def closed_behind() -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "memql_realtime_streams_closed_total", {"code": "SUBSCRIBER_BEHIND"}
+    )
+    return value or 0.0
+
+
 def note(i: int) -> NewMemory:
     return NewMemory(content=f"Reading {i}: {uuid.uuid4()}", kind=Kind.EPISODIC)
 
@@ -53,6 +61,7 @@ def note(i: int) -> NewMemory:
 async def test_a_subscriber_too_far_behind_is_closed_with_the_cursor_to_resume_from(
     database_url, embedder, tenant, db
 ):
+    closed_before = closed_behind()
     async with service_with(database_url, embedder, subscriber_queue=3) as service:
         alice = principal_of(tenant, "alice")
         slow = service.memory_events(alice, since=await newest_cursor(db))
@@ -74,6 +83,7 @@ async def test_a_subscriber_too_far_behind_is_closed_with_the_cursor_to_resume_f
             await anext(slow)
         assert behind.value.extensions["since"] == str(first.cursor)
         await fast.aclose()
+    assert closed_behind() == closed_before + 1
 
 
 async def test_a_grant_withdrawn_while_streaming_ends_the_stream(database_url, embedder, tenant):

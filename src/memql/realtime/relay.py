@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import psycopg
 
+from memql import metrics
 from memql.db import events as db_events
 from memql.model import MemoryEvent
 from memql.realtime import wire
@@ -125,6 +126,7 @@ class Relay:
             while True:
                 try:
                     await self._bus.publish(channel, message)
+                    metrics.EVENTS_PUBLISHED.inc()
                     break
                 except BusUnavailable as exc:
                     log.debug("relay waits for the broadcast: %s", exc)

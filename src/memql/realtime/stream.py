@@ -22,9 +22,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
+from memql import metrics
 from memql.db import events as db_events
 from memql.db.repository import Conn
-from memql.errors import Forbidden, SubscriberBehind
+from memql.errors import Forbidden, MemqlError, SubscriberBehind
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime import wire
 from memql.realtime.bus import EventBus
@@ -56,6 +57,30 @@ async def stream_events(
 ) -> AsyncIterator[MemoryEvent]:
     """The principal's events in `scopes`, in cursor order, each once."""
     channels = [wire.channel(principal.project_id, s, principal.owner_for(s)) for s in scopes]
+    metrics.SUBSCRIPTIONS.inc()
+    try:
+        async for event in _stream(
+            bus, relay, session, principal, scopes, since, recheck, limits, channels
+        ):
+            yield event
+    except MemqlError as exc:
+        metrics.STREAMS_CLOSED.labels(exc.code).inc()
+        raise
+    finally:
+        metrics.SUBSCRIPTIONS.dec()
+
+
+async def _stream(
+    bus: EventBus,
+    relay: Relay,
+    session: Callable[[], AbstractAsyncContextManager[Conn]],
+    principal: Principal,
+    scopes: Sequence[Scope],
+    since: int | None,
+    recheck: Callable[[], Awaitable[Principal]] | None,
+    limits: StreamLimits,
+    channels: list[str],
+) -> AsyncIterator[MemoryEvent]:
     async with bus.inbox(channels, limits.queue) as inbox:
         async with session() as conn:
             horizon = await relay.horizon(conn)
