@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -25,6 +25,7 @@ from memql.db.pool import open_pool, system_connection
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
 from memql.mcp import McpEndpoint
+from memql.realtime import Realtime, open_realtime
 from memql.schema import build_schema
 from memql.schema.asgi import GraphQLApp
 from memql.service import MemoryService
@@ -41,6 +42,7 @@ class Resources:
     embedder: Embedder
     service: MemoryService
     authenticator: Authenticator
+    realtime: Realtime
 
 
 async def check_embedding_space(url: str, embedder: Embedder) -> None:
@@ -109,13 +111,15 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             raise
         own_embedder = embedder is None
         try:
-            active = embedder or await create_embedder(settings)
-            await check_embedding_space(url, active)
-            service = MemoryService(pool, active, settings)
-            resources = Resources(pool, active, service, Authenticator(pool, policy))
-            metrics.watch_pool(pool)
-            log.info("memql ready (embedder %s)", active.model)
-            async with mcp.running():
+            async with AsyncExitStack() as stack:
+                active = embedder or await create_embedder(settings)
+                await check_embedding_space(url, active)
+                realtime = await stack.enter_async_context(open_realtime(settings, url))
+                service = MemoryService(pool, active, settings, realtime=realtime)
+                resources = Resources(pool, active, service, Authenticator(pool, policy), realtime)
+                metrics.watch_pool(pool)
+                await stack.enter_async_context(mcp.running())
+                log.info("memql ready (embedder %s)", active.model)
                 yield
         finally:
             resources = None
@@ -147,7 +151,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             log.warning("readiness check failed: %s", exc)
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
         return JSONResponse(
-            {"status": "ready", "database": "up", "embedder": resources.embedder.model}
+            {
+                "status": "ready",
+                "database": "up",
+                "embedder": resources.embedder.model,
+                **resources.realtime.state(),
+            }
         )
 
     async def metrics_endpoint(request: Request) -> Response:

@@ -45,3 +45,10 @@ class NotEntitled(MemqlError):
 
 class ConfigurationError(Exception):
     """The service cannot start as configured; the message says what to do."""
+
+
+class SubscriberBehind(MemqlError):
+    """A subscriber fell too far behind the live stream: it is closed, and resumes with `since`
+    set to the last cursor it received."""
+
+    code = "SUBSCRIBER_BEHIND"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from time import perf_counter
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
@@ -71,3 +71,20 @@ class OperationMetrics(SchemaExtension):
         result = ctx.result
         OPERATIONS.labels(operation, "error" if result and result.errors else "ok").inc()
         OPERATION_SECONDS.labels(operation).observe(perf_counter() - start)
+
+
+# realtime
+SUBSCRIPTIONS = Gauge(
+    "memql_realtime_subscriptions", "Live memoryEvents streams on this instance", registry=REGISTRY
+)
+EVENTS_PUBLISHED = Counter(
+    "memql_realtime_events_published",
+    "Events this instance's relay published to the broadcast",
+    registry=REGISTRY,
+)
+STREAMS_CLOSED = Counter(
+    "memql_realtime_streams_closed",
+    "memoryEvents streams the server ended, by error code",
+    ["code"],
+    registry=REGISTRY,
+)

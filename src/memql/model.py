@@ -204,3 +204,22 @@ class ApiKey:
 class EraseResult:
     erased: int
     memory_ids: tuple[uuid.UUID, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One change to memories, as the realtime stream delivers it.
+
+    `memory` is the memory as a list would show it when the event is relayed or replayed (its
+    newest state), or None once erased.
+    """
+
+    cursor: int
+    project_id: uuid.UUID
+    scope: Scope
+    owner_id: str
+    type: str
+    memory_id: uuid.UUID | None
+    actor_id: str
+    occurred_at: datetime
+    memory: Memory | None = None

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool
@@ -22,6 +23,7 @@ from memql.model import (
     EraseResult,
     Kind,
     Memory,
+    MemoryEvent,
     MemoryFilter,
     NewMemory,
     Page,
@@ -33,6 +35,9 @@ from memql.model import (
     Signals,
 )
 from memql.settings import Settings
+
+if TYPE_CHECKING:
+    from memql.realtime import Realtime
 
 # Meaning dominates; words the model may not know (names, codes, versions) come through the
 # lexical side; recency and pinning only nudge. Calibrated on the recall evaluation set.
@@ -51,8 +56,10 @@ class MemoryService:
         embedder: Embedder,
         settings: Settings,
         weights: Weights = DEFAULT_WEIGHTS,
+        realtime: Realtime | None = None,
     ) -> None:
         self._pool = pool
+        self._realtime = realtime
         self._embedder = embedder
         self._settings = settings
         self._limits = settings.limits
@@ -524,3 +531,28 @@ class MemoryService:
                     conn, principal, scopes, CONTEXT_CANDIDATES
                 )
         return format_context(memories, budget, total)
+
+    # --- realtime -------------------------------------------------------------------------
+
+    def memory_events(
+        self,
+        principal: Principal,
+        *,
+        scope: Scope | None = None,
+        since: str | None = None,
+        recheck: Callable[[], Awaitable[Principal]] | None = None,
+    ) -> AsyncIterator[MemoryEvent]:
+        """The principal's memory events in cursor order, each once: its user scope and the
+        project scope, as far as the grant reads them (or only `scope`). With `since` (a cursor
+        from an earlier event) the stream first replays what followed it, then goes live.
+
+        `recheck` re-authenticates the subscriber; the stream calls it periodically and ends
+        when it raises or the grant no longer reads a subscribed scope.
+        """
+        scopes = self._readable(principal, scope)
+        after = validation.event_cursor(since)
+        if self._realtime is None:
+            raise RuntimeError("realtime is not running")
+        return self._realtime.events(
+            lambda: self._session(principal), principal, scopes, after, recheck
+        )

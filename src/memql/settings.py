@@ -52,6 +52,10 @@ class Settings:
     access_policy: str | None = None
     pool_min_size: int = 2
     pool_max_size: int = 10
+    # realtime: live messages a subscriber may have waiting before it is closed as too slow
+    subscriber_queue: int = 1000
+    # realtime: seconds between credential checks of a live subscription
+    auth_recheck_seconds: float = 3.0
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -92,6 +96,10 @@ class Settings:
             values["access_policy"] = v.strip()
         if v := env.get("MEMQL_POOL_MAX_SIZE"):
             values["pool_max_size"] = _int("MEMQL_POOL_MAX_SIZE", v, minimum=1)
+        if v := env.get("MEMQL_SUBSCRIBER_QUEUE"):
+            values["subscriber_queue"] = _int("MEMQL_SUBSCRIBER_QUEUE", v, minimum=1)
+        if v := env.get("MEMQL_AUTH_RECHECK_SECONDS"):
+            values["auth_recheck_seconds"] = _seconds("MEMQL_AUTH_RECHECK_SECONDS", v)
         s = replace(s, **values)  # type: ignore[arg-type]
         s.validate()
         return s
@@ -139,6 +147,16 @@ def _grant(name: str, raw: str) -> Grant:
         return parse_grant(raw)
     except ValueError as exc:
         raise ConfigurationError(f"{name}: {exc}") from None
+
+
+def _seconds(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
+    if not 0.0 < value <= 3600.0:
+        raise ConfigurationError(f"{name}={raw!r} must be in (0, 3600] seconds")
+    return value
 
 
 def _bool(name: str, raw: str) -> bool:

@@ -109,3 +109,13 @@ def bounded(value: int | None, default: int, maximum: int, *, field: str) -> int
     if not 1 <= value <= maximum:
         raise BadInput(f"`{field}` must be between 1 and {maximum}", field=field)
     return value
+
+
+def event_cursor(since: str | None) -> int | None:
+    """A `since` argument: the cursor of an event (a non-negative integer, as a string)."""
+    if since is None:
+        return None
+    text = since.strip()
+    if not (text.isascii() and text.isdigit()) or int(text) > 2**63 - 1:
+        raise BadInput("`since` is not an event cursor this API returned", argument="since")
+    return int(text)

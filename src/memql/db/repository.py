@@ -236,10 +236,13 @@ async def insert_event(
     memory_id: uuid.UUID | None,
     payload: dict[str, Any],
 ) -> int:
+    # The transaction id is taken before the cursor: the relay relies on every event's
+    # transaction holding an id before its cursor is drawn (see realtime/relay.py).
     cur = await conn.execute(
         """
+        with tx as materialized (select pg_current_xact_id() as xid)
         insert into memory_events (project_id, scope, owner_id, type, memory_id, actor_id, payload)
-        values (%s, %s, %s, %s, %s, %s, %s)
+        select %s, %s, %s, %s, %s, %s, %s from tx where tx.xid is not null
         returning cursor
         """,
         (

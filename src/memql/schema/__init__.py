@@ -19,6 +19,7 @@ from strawberry.schema.config import StrawberryConfig
 from memql.metrics import OperationMetrics
 from memql.resolvers.mutation import Mutation
 from memql.resolvers.query import Query
+from memql.resolvers.subscription import Subscription
 from memql.schema.errors import classify
 
 MAX_DEPTH = 10
@@ -51,6 +52,7 @@ def build_schema(*, introspection: bool = True) -> strawberry.Schema:
     return MemqlSchema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         extensions=extensions,
         config=StrawberryConfig(disable_field_suggestions=not introspection),
     )

@@ -206,4 +206,38 @@ class Viewer:
     grant: Grant
 
 
+@strawberry.type(description="A change to a memory the subscriber may read.")
+class MemoryEvent:
+    cursor: str = strawberry.field(
+        description="Position in the event log; pass it as `since` to resume after this event."
+    )
+    type: str = strawberry.field(
+        description="memory.created, memory.absorbed, memory.superseded, memory.retired,"
+        " memory.restored or memory.erased."
+    )
+    scope: MemoryScope
+    memory_id: strawberry.ID | None = strawberry.field(
+        description="The memory changed (for memory.superseded, the new version); null when a"
+        " user's memories were erased at once."
+    )
+    memory: Memory | None = strawberry.field(
+        description="The memory as the list shows it now (retired ones with invalidatedAt);"
+        " null once erased."
+    )
+    actor_id: str = strawberry.field(description="The user whose request made the change.")
+    occurred_at: datetime
+
+    @classmethod
+    def from_domain(cls, e: model.MemoryEvent) -> MemoryEvent:
+        return cls(
+            cursor=str(e.cursor),
+            type=e.type,
+            scope=e.scope,
+            memory_id=strawberry.ID(str(e.memory_id)) if e.memory_id else None,
+            memory=Memory.from_domain(e.memory) if e.memory else None,
+            actor_id=e.actor_id,
+            occurred_at=e.occurred_at,
+        )
+
+
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="A memory id (UUID).")]

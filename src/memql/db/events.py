@@ -1,0 +1,202 @@
+"""SQL of the realtime stream: reading the event log in cursor order, and the relay's position.
+
+The relay's reads are system-level (every tenant's events) and run on its own connection; a
+subscriber's replay runs in the subscriber's principal-bound transaction, filtered here by owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from memql.db.repository import MEMORY_COLUMNS, Conn, _memory
+from memql.model import MemoryEvent, Principal, Scope
+
+# held (session level) by the one relay that publishes; a constant shared by every instance
+RELAY_LOCK = 0x6D656D716C_01
+NOTIFY_CHANNEL = "memql_events"
+
+_EVENT_COLUMNS = f"""
+    e.cursor as e_cursor, e.project_id as e_project_id, e.scope as e_scope,
+    e.owner_id as e_owner_id, e.type as e_type, e.memory_id as e_memory_id,
+    e.actor_id as e_actor_id, e.occurred_at as e_occurred_at, {MEMORY_COLUMNS}
+"""
+
+
+def _event(row: dict[str, Any]) -> MemoryEvent:
+    return MemoryEvent(
+        cursor=int(row["e_cursor"]),
+        project_id=row["e_project_id"],
+        scope=Scope(row["e_scope"]),
+        owner_id=row["e_owner_id"],
+        type=row["e_type"],
+        memory_id=row["e_memory_id"],
+        actor_id=row["e_actor_id"],
+        occurred_at=row["e_occurred_at"],
+        memory=_memory(row) if row["id"] is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Cursor `cursor` was missing while later ones were committed. Its transaction, if it is
+    still running, is one of `xids` (the transactions in progress when the gap was seen)."""
+
+    cursor: int
+    xids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FinalEvents:
+    events: list[MemoryEvent]
+    # the first cursor that may still appear (its transaction may still commit), if any
+    waiting: Gap | None
+
+
+async def read_final(conn: Conn, after: int, gap: Gap | None, limit: int) -> FinalEvents:
+    """Events after `after` in cursor order, stopping before any cursor that may still appear.
+
+    Cursors are drawn at insert but transactions commit in any order, so a committed cursor may
+    have a missing predecessor whose transaction is still running. Every event's transaction
+    takes its id before drawing its cursor (repository.insert_event), so the holder of a missing
+    cursor was in progress in the snapshot that saw the gap, or it has ended (aborted, or its
+    event was erased). A gap is passed once every transaction in progress when it was seen has
+    ended; by then its cursor either is visible or never will be.
+
+    `conn` is in autocommit mode; the read runs in one repeatable-read snapshot.
+    """
+    async with conn.transaction():
+        await conn.execute("set transaction isolation level repeatable read, read only")
+        cur = await conn.execute(
+            "select array(select pg_snapshot_xip(pg_current_snapshot())::text),"
+            " coalesce((select bool_and(pg_visible_in_snapshot(x::xid8, pg_current_snapshot()))"
+            "           from unnest(%s::text[]) x), true)",
+            (list(gap.xids) if gap else [],),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        in_progress: list[str] = row[0]
+        gap_ended: bool = row[1]
+        async with conn.cursor(row_factory=dict_row) as c:
+            await c.execute(
+                f"""
+                select {_EVENT_COLUMNS}
+                from memory_events e left join memories m on m.id = e.memory_id
+                where e.cursor > %s order by e.cursor limit %s
+                """,
+                (after, limit),
+            )
+            rows = await c.fetchall()
+    passed = gap.cursor if gap is not None and gap_ended else None
+    accepted: list[MemoryEvent] = []
+    expected = after + 1
+    for r in rows:
+        event = _event(r)
+        if event.cursor != expected and expected != passed and in_progress:
+            waiting = gap if gap is not None and gap.cursor == expected else None
+            return FinalEvents(accepted, waiting or Gap(expected, tuple(in_progress)))
+        accepted.append(event)
+        expected = event.cursor + 1
+    return FinalEvents(accepted, None)
+
+
+async def replay(
+    conn: Conn,
+    principal: Principal,
+    scopes: Sequence[Scope],
+    after: int,
+    upto: int,
+    limit: int,
+) -> list[MemoryEvent]:
+    """The principal's events in (`after`, `upto`], oldest first, at most `limit`."""
+    async with conn.cursor(row_factory=dict_row) as c:
+        await c.execute(
+            f"""
+            select {_EVENT_COLUMNS}
+            from memory_events e left join memories m on m.id = e.memory_id
+            where e.project_id = %(project_id)s and (
+                    (e.scope = 'user' and e.owner_id = %(user_id)s and 'user' = any(%(scopes)s))
+                    or (e.scope = 'project' and 'project' = any(%(scopes)s)))
+              and e.cursor > %(after)s and e.cursor <= %(upto)s
+            order by e.cursor
+            limit %(limit)s
+            """,
+            {
+                "project_id": principal.project_id,
+                "user_id": principal.user_id,
+                "scopes": [s.value for s in scopes],
+                "after": after,
+                "upto": upto,
+                "limit": limit,
+            },
+        )
+        return [_event(r) for r in await c.fetchall()]
+
+
+@dataclass(frozen=True)
+class RelayPosition:
+    # every event up to here reached the broadcast
+    published: int
+    # every event up to here is final, and none above it has been broadcast
+    horizon: int
+
+
+async def relay_position(conn: Conn) -> RelayPosition:
+    cur = await conn.execute("select published, horizon from realtime_relay")
+    row = await cur.fetchone()
+    assert row is not None, "migration 003_realtime has not run"
+    return RelayPosition(int(row[0]), int(row[1]))
+
+
+async def try_lead(conn: Conn) -> bool:
+    """Take the relay's leadership for this connection's session, if nobody holds it."""
+    cur = await conn.execute("select pg_try_advisory_lock(%s)", (RELAY_LOCK,))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def listen(conn: Conn) -> None:
+    await conn.execute(f"listen {NOTIFY_CHANNEL}")
+
+
+async def advance_horizon(conn: Conn, horizon: int, leader: str) -> None:
+    """Declare events up to `horizon` final before any of them is broadcast."""
+    await conn.execute(
+        "update realtime_relay set horizon = greatest(horizon, %s), leader = %s,"
+        " updated_at = now()",
+        (horizon, leader),
+    )
+
+
+async def mark_published(conn: Conn, published: int) -> None:
+    await conn.execute(
+        "update realtime_relay set published = greatest(published, %s), updated_at = now()",
+        (published,),
+    )
+
+
+async def final_position(conn: Conn, poll: float = 0.05) -> int:
+    """A cursor up to which every event is final: the newest committed one, once every
+    transaction in progress when it was read has ended (one of them may hold a lower cursor)."""
+    cur = await conn.execute(
+        "select coalesce(max(cursor), 0),"
+        " array(select pg_snapshot_xip(pg_current_snapshot())::text) from memory_events"
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    newest, xids = int(row[0]), list(row[1])
+    while xids:
+        cur = await conn.execute(
+            "select coalesce(bool_and(pg_visible_in_snapshot(x::xid8, pg_current_snapshot())),"
+            " true) from unnest(%s::text[]) x",
+            (xids,),
+        )
+        done = await cur.fetchone()
+        if done and done[0]:
+            break
+        await asyncio.sleep(poll)
+    return newest

@@ -1,0 +1,76 @@
+"""Realtime: memory events from the log to subscribers of every instance.
+
+`open_realtime` is entered once in the app's lifespan; it starts the broadcast (Redis with
+`REDIS_URL`, in memory without) and the relay, and hands the service what its streams need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from memql.db.repository import Conn
+from memql.model import MemoryEvent, Principal, Scope
+from memql.realtime.bus import EventBus
+from memql.realtime.relay import Relay, running
+from memql.realtime.stream import StreamLimits, stream_events
+from memql.settings import Settings
+
+
+class Realtime:
+    """The running broadcast and relay of one instance."""
+
+    def __init__(self, bus: EventBus, relay: Relay, limits: StreamLimits) -> None:
+        self.bus = bus
+        self.relay = relay
+        self.limits = limits
+
+    def state(self) -> dict[str, Any]:
+        """For /readyz: the broadcast backend and whether it is connected; the relay's role."""
+        return {
+            "broadcast": {
+                "backend": self.bus.backend,
+                "state": self.bus.state,
+                "reconnects": self.bus.reconnects,
+            },
+            "relay": self.relay.role,
+        }
+
+    def events(
+        self,
+        session: Callable[[], AbstractAsyncContextManager[Conn]],
+        principal: Principal,
+        scopes: Sequence[Scope],
+        since: int | None,
+        recheck: Callable[[], Awaitable[Principal]] | None,
+    ) -> AsyncIterator[MemoryEvent]:
+        return stream_events(
+            bus=self.bus,
+            relay=self.relay,
+            session=session,
+            principal=principal,
+            scopes=scopes,
+            since=since,
+            recheck=recheck,
+            limits=self.limits,
+        )
+
+
+@asynccontextmanager
+async def open_realtime(settings: Settings, database_url: str) -> AsyncIterator[Realtime]:
+    bus = EventBus(settings.redis_url)
+    await bus.start()
+    try:
+        relay = Relay(database_url, bus, shared=settings.redis_url is not None)
+        async with running(relay):
+            yield Realtime(
+                bus,
+                relay,
+                StreamLimits(
+                    queue=settings.subscriber_queue,
+                    recheck_interval=settings.auth_recheck_seconds,
+                ),
+            )
+    finally:
+        await bus.stop()

@@ -1,0 +1,345 @@
+"""The broadcast between instances (`broadcaster` over Redis, or in memory), supervised.
+
+broadcaster's Redis listener dies with its connection and never comes back, and its subscriber
+queues are unbounded. So the bus:
+
+- subscribes each channel once per instance and fans messages out to bounded `Inbox`es;
+- proves a subscription is live before reporting it ready, by receiving its own sync message
+  on it (a message published after that point cannot be missed);
+- sends itself a numbered heartbeat; when one is late or missing it rebuilds the connection,
+  resubscribes, and tells every inbox to resynchronise from the event log (`Inbox.resync`),
+  because messages sent meanwhile are lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from broadcaster import Broadcast
+
+from memql.model import MemoryEvent
+from memql.realtime import wire
+
+log = logging.getLogger(__name__)
+
+_SYNC = '{"sync":'
+
+
+class BusUnavailable(Exception):
+    """The broadcast is reconnecting; publish again later."""
+
+
+class Inbox:
+    """One subscriber's bounded mailbox of live events.
+
+    When it would exceed `limit` events it drops them all and sets `overflowed`: a subscriber
+    that far behind is closed, and resumes from the event log.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._items: deque[MemoryEvent] = deque()
+        self._limit = limit
+        self._wake = asyncio.Event()
+        self.overflowed = False
+        # messages may have been lost (the bus reconnected): read the event log again
+        self.resync = False
+
+    def push(self, event: MemoryEvent) -> None:
+        if self.overflowed:
+            return
+        if len(self._items) >= self._limit:
+            self.overflowed = True
+            self._items.clear()
+        else:
+            self._items.append(event)
+        self._wake.set()
+
+    def mark_resync(self) -> None:
+        self.resync = True
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def wait(self, seconds: float) -> None:
+        """Until something arrives or `seconds` pass."""
+        # asyncio.timeout, not wait_for: no task per wait (a thousand subscribers wake at once)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        self._wake.clear()
+
+    def take(self) -> list[MemoryEvent]:
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass
+class _Channel:
+    inboxes: set[Inbox] = field(default_factory=set)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class EventBus:
+    """Publish to and subscribe from channels of every instance (Redis) or of this one (memory)."""
+
+    def __init__(
+        self,
+        redis_url: str | None,
+        *,
+        heartbeat_interval: float = 0.5,
+        heartbeat_timeout: float = 2.0,
+        subscribe_timeout: float = 5.0,
+    ) -> None:
+        self._url = redis_url or "memory://"
+        self.backend = "redis" if redis_url else "memory"
+        self._heartbeat_interval = heartbeat_interval
+        self._heartbeat_timeout = heartbeat_timeout
+        self._subscribe_timeout = subscribe_timeout
+        self._instance = uuid.uuid4().hex
+        self._heartbeat_channel = f"memql:bus:{self._instance}"
+        self._broadcast: Broadcast | None = None
+        self._channels: dict[str, _Channel] = {}
+        self._up = asyncio.Event()
+        self._trouble = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._beat_task: asyncio.Task[None] | None = None
+        self._beat_sent = 0
+        self._beat_seen = 0
+        self._beat_at = time.monotonic()
+        self.reconnects = 0
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.backend == "memory":
+            await self._connect()
+            return
+        # Redis may be down at start: the instance serves anyway and the bus catches up
+        self._tasks.append(asyncio.create_task(self._supervise(), name="memql-bus-supervisor"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks.clear()
+        await self._disconnect()
+
+    @property
+    def state(self) -> str:
+        """`up` or `reconnecting`."""
+        return "up" if self._up.is_set() else "reconnecting"
+
+    # --- publishing and subscribing -------------------------------------------------------
+
+    async def publish(self, channel: str, message: str) -> None:
+        broadcast = self._broadcast
+        if broadcast is None or not self._up.is_set():
+            raise BusUnavailable("the broadcast is reconnecting")
+        try:
+            await broadcast.publish(channel, message)
+        except Exception as exc:
+            self._trouble.set()
+            raise BusUnavailable(f"publishing failed: {exc}") from exc
+
+    @asynccontextmanager
+    async def inbox(self, channels: Iterable[str], limit: int) -> AsyncIterator[Inbox]:
+        """A mailbox receiving `channels`. When it is yielded, every message published from
+        then on reaches it, unless the bus is reconnecting (it then gets `resync` later)."""
+        box = Inbox(limit)
+        names = list(dict.fromkeys(channels))
+        for name in names:
+            channel = self._channels.get(name)
+            if channel is None:
+                channel = self._channels[name] = _Channel()
+                self._start_pump(name, channel)
+            channel.inboxes.add(box)
+        try:
+            await self._until_ready(names)
+            yield box
+        finally:
+            for name in names:
+                channel = self._channels.get(name)
+                if channel is None:
+                    continue
+                channel.inboxes.discard(box)
+                if not channel.inboxes:
+                    del self._channels[name]
+                    if channel.task is not None:
+                        channel.task.cancel()
+
+    async def _until_ready(self, names: list[str]) -> None:
+        if not self._up.is_set():
+            return
+        events = [self._channels[n].ready for n in names if n in self._channels]
+        if not await _all_set(events, self._subscribe_timeout):
+            log.warning("a subscription was not confirmed in time; reconnecting the broadcast")
+            self._trouble.set()
+
+    def _start_pump(self, name: str, channel: _Channel) -> None:
+        broadcast = self._broadcast
+        if broadcast is None or not self._up.is_set():
+            return  # started by the reconnect
+        if channel.task is not None and not channel.task.done():
+            return
+        channel.ready.clear()
+        channel.task = asyncio.create_task(self._pump(broadcast, name, channel))
+
+    async def _pump(self, broadcast: Broadcast, name: str, channel: _Channel) -> None:
+        token = uuid.uuid4().hex
+        try:
+            async with broadcast.subscribe(name) as subscriber:
+                await broadcast.publish(name, json.dumps({"sync": token}))
+                while True:
+                    event = await subscriber.get()
+                    text = event.message
+                    if text.startswith(_SYNC):
+                        if token in text:
+                            channel.ready.set()
+                        continue
+                    # decoded once for every subscriber of this instance
+                    try:
+                        decoded = wire.decode(text)
+                    except (ValueError, KeyError, TypeError):
+                        log.warning("ignoring a malformed message on %s", name)
+                        continue
+                    for box in list(channel.inboxes):
+                        box.push(decoded)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("broadcast subscription %s failed: %s", name, exc)
+            self._trouble.set()
+
+    # --- supervision ----------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        if self.backend == "redis":
+            from memql.realtime.redis_backend import RedisPubSubBackend
+
+            broadcast = Broadcast(
+                backend=RedisPubSubBackend(self._url, on_failure=lambda _: self._trouble.set())
+            )
+        else:
+            broadcast = Broadcast(self._url)
+        try:
+            await broadcast.connect()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await broadcast.disconnect()
+            raise
+        self._broadcast = broadcast
+        self._up.set()
+        self._beat_at = time.monotonic()
+        self._beat_seen = self._beat_sent
+        if self.backend == "redis":
+            self._beat_task = asyncio.create_task(self._pump_heartbeat(broadcast))
+        channels = list(self._channels.values())
+        for name, channel in self._channels.items():
+            self._start_pump(name, channel)
+        if not await _all_set([c.ready for c in channels], self._subscribe_timeout):
+            raise BusUnavailable("subscriptions were not confirmed in time")
+
+    async def _disconnect(self) -> None:
+        self._up.clear()
+        if self._beat_task is not None:
+            self._beat_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._beat_task
+            self._beat_task = None
+        for channel in self._channels.values():
+            if channel.task is not None:
+                channel.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await channel.task
+                channel.task = None
+        broadcast, self._broadcast = self._broadcast, None
+        if broadcast is not None:
+            with contextlib.suppress(Exception):
+                await broadcast.disconnect()
+
+    async def _pump_heartbeat(self, broadcast: Broadcast) -> None:
+        try:
+            async with broadcast.subscribe(self._heartbeat_channel) as subscriber:
+                while True:
+                    event = await subscriber.get()
+                    seq = int(event.message)
+                    if seq != self._beat_seen + 1 and self._beat_seen:
+                        # a beat went missing, so may have events: read the log again
+                        log.warning("broadcast heartbeat skipped (%s -> %s)", self._beat_seen, seq)
+                        self._trouble.set()
+                    self._beat_seen = seq
+                    self._beat_at = time.monotonic()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("broadcast heartbeat listener failed: %s", exc)
+            self._trouble.set()
+
+    async def _supervise(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self._connect()
+                delay = 0.2
+            except Exception as exc:
+                log.warning("broadcast unavailable (%s); retrying in %.1fs", exc, delay)
+                await self._disconnect()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if self.reconnects:
+                log.warning("broadcast reconnected; subscribers resynchronise from the event log")
+            for channel in self._channels.values():
+                for box in channel.inboxes:
+                    box.mark_resync()
+            await self._watch()
+            self.reconnects += 1
+            await self._disconnect()
+
+    async def _watch(self) -> None:
+        """Return when the connection is in doubt."""
+        self._trouble.clear()
+        broadcast = self._broadcast
+        assert broadcast is not None
+        while not self._trouble.is_set():
+            self._beat_sent += 1
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    broadcast.publish(self._heartbeat_channel, str(self._beat_sent)),
+                    self._heartbeat_timeout,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._trouble.wait(), self._heartbeat_interval)
+            if time.monotonic() - self._beat_at > self._heartbeat_timeout:
+                log.warning("broadcast heartbeat lost; reconnecting")
+                return
+
+
+async def _all_set(events: list[asyncio.Event], seconds: float) -> bool:
+    """Whether every event is set within `seconds`."""
+    if all(e.is_set() for e in events):
+        return True
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        _, pending = await asyncio.wait(waiters, timeout=seconds)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return not pending
