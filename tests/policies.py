@@ -7,10 +7,15 @@ import asyncio
 from memql.access.policy import NO_MEMORY, AccessRequest, PolicyResult, parse_grant
 from memql.model import Access, Grant
 
+# users whose grant a test has withdrawn; the policy answers NO_MEMORY for them from then on
+WITHDRAWN: set[str] = set()
+
 
 async def by_user(request: AccessRequest) -> PolicyResult | str | None:
     """An async policy whose answer depends on the user id, to reach every outcome."""
     await asyncio.sleep(0)
+    if request.user_id in WITHDRAWN:
+        return NO_MEMORY
     if request.user_id.startswith("grant:"):
         # "grant:user=read,project=none": the grant a test wants for this caller
         return parse_grant(request.user_id.removeprefix("grant:"))

@@ -350,3 +350,30 @@ async def test_production_settings_hide_graphiql_introspection_and_suggestions(
         assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
         assert "Did you mean" not in body["errors"][0]["message"]
         assert (await client.ok("{ viewer { userId } }"))["viewer"] == {"userId": "alice"}
+
+
+async def test_a_grant_withdrawn_by_the_policy_ends_a_live_stream_within_five_seconds(
+    policy_server, tenant
+):
+    import asyncio
+
+    from tests import policies
+    from tests.ws import EventSubscription, StreamEnded
+
+    user = "streamer-" + tenant.project_name
+    async with (
+        httpx.AsyncClient(base_url=policy_server, timeout=60) as http,
+        EventSubscription(policy_server, tenant.key, user) as sub,
+    ):
+        writer = GraphQLClient(http, tenant.key, user)
+        await writer.ok(SAVE, {"input": {"content": "Streams are fun.", "kind": "TOPICAL"}})
+        assert (await sub.next())["type"] == "memory.created"
+        policies.WITHDRAWN.add(user)
+        started = asyncio.get_running_loop().time()
+        try:
+            with pytest.raises(StreamEnded) as ended:
+                await sub.next(wait=6)
+        finally:
+            policies.WITHDRAWN.discard(user)
+        assert ended.value.code == "FORBIDDEN"
+        assert asyncio.get_running_loop().time() - started < 5
