@@ -47,3 +47,30 @@ async def test_a_field_error_during_execution_stays_200_with_data(http, tenant):
 async def test_a_legacy_client_keeps_application_json(http, tenant):
     response = await post(http, tenant, "{ viewer {", "application/json")
     assert response.headers["content-type"].startswith("application/json")
+
+
+async def test_the_graphql_http_npm_audit_passes_every_check(server, tenant):
+    """The npm `graphql-http` server audits (GraphQL over HTTP), run by node against the server."""
+    import asyncio
+    import json
+    import shutil
+    from pathlib import Path
+
+    js = Path(__file__).parent / "js"
+    node = shutil.which("node")
+    assert node, "node is required (CI installs it)"
+    assert (js / "node_modules" / "graphql-http").is_dir(), "run `npm ci` in tests/js"
+    proc = await asyncio.create_subprocess_exec(
+        node,
+        str(js / "audit.mjs"),
+        f"{server}/graphql",
+        tenant.key,
+        "auditor",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    result = json.loads(out)
+    assert result["failures"] == []
+    assert (result["ok"], result["warn"], result["error"]) == (61, 0, 0)
