@@ -2,39 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
-
 from memql.context_block import HEADER, format_context, format_line
-from memql.model import Kind, Memory, Scope
-
-
-def memory(
-    content: str, *, pinned: bool = False, category: str = "general", kind: Kind = Kind.TOPICAL
-) -> Memory:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    return Memory(
-        id=uuid.uuid4(),
-        project_id=uuid.uuid4(),
-        scope=Scope.USER,
-        owner_id="u",
-        kind=kind,
-        content=content,
-        key=None,
-        category=category,
-        pinned=pinned,
-        source_thread_ids=(),
-        source=None,
-        created_by="u",
-        created_at=now,
-        updated_at=now,
-        expires_at=None,
-        invalidated_at=None,
-        invalidation_reason=None,
-        supersedes=None,
-        superseded_by=None,
-        embedding_model="m",
-    )
+from memql.model import Kind
+from tests.factories import memory
 
 
 def test_each_line_is_tagged_with_category_and_kind_and_pins_first():

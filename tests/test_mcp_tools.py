@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
@@ -15,13 +14,12 @@ from memql.model import (
     Consumer,
     Grant,
     Kind,
-    Memory,
     NearDuplicate,
     Principal,
     SaveOutcome,
     SaveResult,
-    Scope,
 )
+from tests.factories import memory
 
 READ = ["recall_memory", "list_memories"]
 ALL = [*READ, "save_memory", "supersede_memory", "forget_memory"]
@@ -80,35 +78,9 @@ def test_kind_and_scope_accept_only_their_values():
         SaveArgs.model_validate({"content": "Likes tea.", "kind": "topical", "scope": "team"})
 
 
-def _memory(content: str, kind: Kind = Kind.TOPICAL) -> Memory:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    return Memory(
-        id=uuid.uuid4(),
-        project_id=uuid.uuid4(),
-        scope=Scope.USER,
-        owner_id="alice",
-        kind=kind,
-        content=content,
-        key=None,
-        category="general",
-        pinned=False,
-        source_thread_ids=(),
-        source=None,
-        created_by="alice",
-        created_at=now,
-        updated_at=now,
-        expires_at=None,
-        invalidated_at=None,
-        invalidation_reason=None,
-        supersedes=None,
-        superseded_by=None,
-        embedding_model="m",
-    )
-
-
 def test_an_absorbed_save_names_the_existing_memory_and_suggests_superseding_near_duplicates():
-    existing = _memory("Prefers tea.")
-    other = _memory("Prefers green tea.", Kind.OPERATIONAL)
+    existing = memory("Prefers tea.")
+    other = memory("Prefers green tea.", Kind.OPERATIONAL)
     body = save_json(SaveResult(SaveOutcome.ABSORBED, existing, (NearDuplicate(other, 0.9123),)))
     assert body["outcome"] == "absorbed"
     assert body["memory"]["id"] == str(existing.id)

@@ -10,73 +10,29 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import asdict
-from datetime import datetime
-from typing import IO, Any
+from typing import IO
 
+from memql.codec import memory_from_dict, memory_to_dict
 from memql.db import repository as repo
 from memql.db.repository import Conn
 from memql.embeddings import Embedder
 from memql.errors import BadInput
-from memql.model import Kind, Memory, Scope
+from memql.model import Memory
 
 BATCH = 64
 
 
 def to_line(memory: Memory) -> str:
-    record = asdict(memory)
-    record.pop("project_id")
-    record.update(
-        id=str(memory.id),
-        scope=memory.scope.value,
-        kind=memory.kind.value,
-        source_thread_ids=list(memory.source_thread_ids),
-        supersedes=str(memory.supersedes) if memory.supersedes else None,
-        superseded_by=str(memory.superseded_by) if memory.superseded_by else None,
-    )
-    for name in ("created_at", "updated_at", "expires_at", "invalidated_at"):
-        value = record[name]
-        record[name] = value.isoformat() if value else None
+    record = memory_to_dict(memory)
+    del record["project_id"]  # the importing side names the project
     return json.dumps(record, ensure_ascii=False)
 
 
 def from_line(line: str, project_id: uuid.UUID, number: int) -> Memory:
     try:
-        r: dict[str, Any] = json.loads(line)
-
-        def when(name: str) -> datetime | None:
-            return datetime.fromisoformat(r[name]) if r.get(name) else None
-
-        def ident(name: str) -> uuid.UUID | None:
-            return uuid.UUID(r[name]) if r.get(name) else None
-
-        created_at, updated_at = when("created_at"), when("updated_at")
-        if created_at is None or updated_at is None:
-            raise ValueError("created_at and updated_at are required")
-        return Memory(
-            id=uuid.UUID(r["id"]),
-            project_id=project_id,
-            scope=Scope(r["scope"]),
-            owner_id=str(r["owner_id"]),
-            kind=Kind(r["kind"]),
-            content=str(r["content"]),
-            key=r.get("key"),
-            category=str(r.get("category") or "general"),
-            pinned=bool(r.get("pinned", False)),
-            source_thread_ids=tuple(r.get("source_thread_ids") or ()),
-            source=r.get("source"),
-            created_by=str(r.get("created_by") or r["owner_id"]),
-            created_at=created_at,
-            updated_at=updated_at,
-            expires_at=when("expires_at"),
-            invalidated_at=when("invalidated_at"),
-            invalidation_reason=r.get("invalidation_reason"),
-            supersedes=ident("supersedes"),
-            superseded_by=ident("superseded_by"),
-            embedding_model=str(r.get("embedding_model") or ""),
-        )
+        return memory_from_dict(json.loads(line), project_id=project_id)
     except (KeyError, ValueError, TypeError) as exc:
-        raise BadInput(f"line {number}: not a memql export record ({exc})") from None
+        raise BadInput(f"line {number}: not a memql export record ({exc!r})") from None
 
 
 async def export(conn: Conn, project_id: uuid.UUID, out: IO[str]) -> int:
