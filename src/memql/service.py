@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool
@@ -190,13 +190,8 @@ class MemoryService:
         created = await repo.insert_memory(
             conn, principal, new, scope=scope, embedding=vector, model=self.model
         )
-        await repo.insert_event(
-            conn,
-            principal,
-            type="memory.created",
-            scope=scope,
-            memory_id=created.id,
-            payload={"memory": repo.snapshot(created)},
+        await self._emit(
+            conn, principal, "memory.created", created, {"memory": repo.snapshot(created)}
         )
         return SaveResult(SaveOutcome.CREATED, created, tuple(near))
 
@@ -213,13 +208,12 @@ class MemoryService:
         # over the cap, the newest provenance wins
         merged = merged[-self._limits.source_thread_ids :]
         absorbed = await repo.absorb(conn, existing.id, merged, new.pinned)
-        await repo.insert_event(
+        await self._emit(
             conn,
             principal,
-            type="memory.absorbed",
-            scope=existing.scope,
-            memory_id=existing.id,
-            payload={
+            "memory.absorbed",
+            existing,
+            {
                 # the absorbed text is kept so nothing said is lost
                 "absorbedContent": new.content,
                 "absorbedSourceThreadIds": list(new.source_thread_ids),
@@ -245,13 +239,12 @@ class MemoryService:
             memory_id=new_id,
             supersedes=old.id,
         )
-        await repo.insert_event(
+        await self._emit(
             conn,
             principal,
-            type="memory.superseded",
-            scope=old.scope,
-            memory_id=created.id,
-            payload={"memory": repo.snapshot(created), "supersededId": str(old.id)},
+            "memory.superseded",
+            created,
+            {"memory": repo.snapshot(created), "supersededId": str(old.id)},
         )
         near = await repo.near_duplicates(
             conn,
@@ -307,14 +300,7 @@ class MemoryService:
             memory = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(memory, "retire")
             retired = await repo.invalidate(conn, memory.id, "retired")
-            await repo.insert_event(
-                conn,
-                principal,
-                type="memory.retired",
-                scope=memory.scope,
-                memory_id=memory.id,
-                payload={},
-            )
+            await self._emit(conn, principal, "memory.retired", memory)
             return retired
 
     async def restore(self, principal: Principal, memory_id: uuid.UUID) -> Memory:
@@ -330,14 +316,7 @@ class MemoryService:
             ):
                 raise Conflict(f"another live memory holds the key {memory.key!r}")
             restored = await repo.reinstate(conn, memory.id)
-            await repo.insert_event(
-                conn,
-                principal,
-                type="memory.restored",
-                scope=memory.scope,
-                memory_id=memory.id,
-                payload={},
-            )
+            await self._emit(conn, principal, "memory.restored", memory)
             return restored
 
     async def erase(self, principal: Principal, memory_id: uuid.UUID) -> EraseResult:
@@ -346,13 +325,12 @@ class MemoryService:
         async with self._session(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             ids = await repo.erase_chain(conn, principal, memory)
-            await repo.insert_event(
+            await self._emit(
                 conn,
                 principal,
-                type="memory.erased",
-                scope=memory.scope,
-                memory_id=memory.id,
-                payload={"versions": len(ids)},
+                "memory.erased",
+                memory,
+                {"versions": len(ids)},
             )
             return EraseResult(erased=len(ids), memory_ids=tuple(ids))
 
@@ -372,6 +350,24 @@ class MemoryService:
                 payload={"versions": count},
             )
             return EraseResult(erased=count)
+
+    @staticmethod
+    async def _emit(
+        conn: Conn,
+        principal: Principal,
+        type: str,
+        memory: Memory,
+        payload: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a write's event, in the write's transaction."""
+        await repo.insert_event(
+            conn,
+            principal,
+            type=type,
+            scope=memory.scope,
+            memory_id=memory.id,
+            payload=payload or {},
+        )
 
     @staticmethod
     def _require_server_credential(principal: Principal) -> None:
