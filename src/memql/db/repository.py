@@ -32,6 +32,7 @@ from memql.model import (
     Principal,
     Project,
     Scope,
+    Weights,
 )
 
 Conn = AsyncConnection[Any]
@@ -407,17 +408,6 @@ async def list_page(
     rows = rows[:first]
     cursors = [encode_cursor(m) for m in rows]
     return Page(rows, cursors, has_next, cursors[-1] if cursors else None)
-
-
-@dataclass(frozen=True)
-class Weights:
-    """How recall fuses its signals; they sum to 1 so the score stays in [0, 1]."""
-
-    vector: float
-    lexical: float
-    recency: float
-    pinned: float
-    recency_half_life_days: float
 
 
 async def recall(
