@@ -8,6 +8,7 @@ import socket
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from memql.app import create_app
 from memql.db import repository as repo
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
+from memql.embeddings import Embedder
 from memql.embeddings.local import LocalEmbedder
 from memql.model import Consumer
 from memql.settings import Settings
@@ -54,11 +56,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-async def server(database_url: str, embedder: LocalEmbedder) -> AsyncIterator[str]:
-    """A memql server on a real socket, in this test process's event loop."""
+@asynccontextmanager
+async def running_server(settings: Settings, embedder: Embedder) -> AsyncIterator[str]:
+    """A memql server for `settings` on a real socket, in this test process's event loop."""
     port = free_port()
-    settings = Settings(database_url=database_url, port=port, pool_max_size=20)
     config = uvicorn.Config(
         create_app(settings, embedder=embedder), host="127.0.0.1", port=port, log_level="warning"
     )
@@ -68,9 +69,19 @@ async def server(database_url: str, embedder: LocalEmbedder) -> AsyncIterator[st
         if task.done():
             task.result()
         await asyncio.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    await task
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        await task
+
+
+@pytest.fixture(scope="session")
+async def server(database_url: str, embedder: LocalEmbedder) -> AsyncIterator[str]:
+    """A memql server on a real socket, in this test process's event loop."""
+    settings = Settings(database_url=database_url, pool_max_size=20)
+    async with running_server(settings, embedder) as url:
+        yield url
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ class Behaviour:
     stall_seconds: float = 5.0
     #: the first `fail` requests (after any stalled ones) answer 503
     fail: int = 0
+    #: every request waits this long first (a slow server)
+    delay: float = 0.0
     #: project the local model's vectors to this many dimensions (another vector space)
     project_to: int | None = None
     requests: int = 0
@@ -61,6 +63,8 @@ def build_app(model: LocalEmbedder, behaviour: Behaviour) -> Starlette:
 
     async def gate() -> Response | None:
         n = behaviour.requests
+        if behaviour.delay:
+            await asyncio.sleep(behaviour.delay)
         if n <= behaviour.stall:
             await asyncio.sleep(behaviour.stall_seconds)
         elif n <= behaviour.stall + behaviour.fail:

@@ -53,8 +53,11 @@ async def check_embedding_space(pool: AsyncConnectionPool, embedder: Embedder) -
     if (model, dimensions) != (embedder.model, embedder.dimensions):
         raise ConfigurationError(
             f"the database holds vectors of {model} ({dimensions} dimensions) but the configured"
-            f" embedder is {embedder.model} ({embedder.dimensions} dimensions): configure the"
-            " embedder the database was built with"
+            f" embedder is {embedder.model} ({embedder.dimensions} dimensions). To move the"
+            " stored memories to the new model, run `memql reembed` with the new configuration"
+            " (servers with the old one may keep running meanwhile), then start the server;"
+            " to keep the old model, configure the embedder back (MEMQL_EMBEDDER,"
+            " MEMQL_EMBEDDINGS_MODEL)"
         )
 
 

@@ -1,4 +1,4 @@
-"""memql serve | migrate | projects | keys."""
+"""memql serve | migrate | projects | keys | reembed."""
 
 from __future__ import annotations
 
@@ -55,6 +55,31 @@ async def _create_key(conn: psycopg.AsyncConnection, project_name: str, consumer
     return 0
 
 
+async def _reembed(settings: Settings, batch_size: int, *, progress: bool) -> int:
+    from memql.embeddings import create_embedder
+    from memql.reembed import reembed
+
+    if batch_size < 1:
+        print("memql: --batch-size must be at least 1", file=sys.stderr)
+        return 2
+    url = _database_url(settings)
+    await migrate(url)
+    embedder = await create_embedder(settings)
+    try:
+        result = await reembed(url, embedder, batch_size=batch_size, progress=progress)
+    finally:
+        await embedder.close()
+    before = (
+        f"{result.previous[0]} ({result.previous[1]} dimensions)" if result.previous else "none"
+    )
+    print(
+        f"re-embedded {result.embedded} memories; {result.moved} moved from {before} to"
+        f" {embedder.model} ({embedder.dimensions} dimensions). Start servers with this"
+        " embedder configuration."
+    )
+    return 0
+
+
 def serve(settings: Settings) -> int:
     import uvicorn
 
@@ -102,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     k_revoke = keys.add_parser("revoke", help="revoke a key by id")
     k_revoke.add_argument("id")
 
+    reembed = sub.add_parser(
+        "reembed",
+        help="move every stored memory to the configured embedder's model (resumable; servers"
+        " may keep running)",
+    )
+    reembed.add_argument("--batch-size", type=int, default=64, help="memories per batch")
+    reembed.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -118,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _command(settings: Settings, args: argparse.Namespace) -> int:
+    if args.command == "reembed":
+        return await _reembed(settings, args.batch_size, progress=not args.no_progress)
     if args.command == "migrate":
         applied = await migrate(_database_url(settings))
         print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
