@@ -61,6 +61,19 @@ async def check_embedding_space(pool: AsyncConnectionPool, embedder: Embedder) -
         )
 
 
+async def prepare_ann_index(url: str, embedder: Embedder) -> None:
+    """The HNSW index for project-scope recall in the current space (built once, concurrently).
+    A failure only costs speed on very large projects: it is logged, not fatal."""
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            if await repo.ensure_ann_index(conn, embedder.dimensions):
+                log.info(
+                    "built the project-scope vector index (%d dimensions)", embedder.dimensions
+                )
+    except psycopg.Error as exc:
+        log.warning("could not build the project-scope vector index: %s", exc)
+
+
 async def ensure_first_project(url: str, *, embedded: bool) -> None:
     """On an empty database, make a `dev` project (embedded default) or say how to make one."""
     async with await psycopg.AsyncConnection.connect(url) as conn:
@@ -112,6 +125,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         try:
             active = embedder or await create_embedder(settings)
             await check_embedding_space(pool, active)
+            await prepare_ann_index(url, active)
             service = MemoryService(pool, active, settings)
             resources = Resources(pool, active, service, Authenticator(pool))
             metrics.watch_pool(pool)

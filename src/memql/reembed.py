@@ -59,6 +59,7 @@ async def reembed(
                 moved = await space.swap(conn, model, dimensions)
         finally:
             bar.close()
+        await repo.ensure_ann_index(conn, dimensions)
     return ReembedResult(previous, embedded, moved)
 
 
