@@ -70,8 +70,8 @@ async def prepare_ann_index(url: str, embedder: Embedder) -> None:
                 log.info(
                     "built the project-scope vector index (%d dimensions)", embedder.dimensions
                 )
-    except psycopg.Error as exc:
-        log.warning("could not build the project-scope vector index: %s", exc)
+    except (psycopg.Error, RuntimeError) as exc:
+        log.warning("project-scope recall will scan without its vector index: %s", exc)
 
 
 async def ensure_first_project(url: str, *, embedded: bool) -> None:

@@ -9,6 +9,7 @@ it they refuse to start with the old configuration, so restart them with the new
 
 from __future__ import annotations
 
+import logging
 import sys
 import uuid
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from tqdm import tqdm
 from memql.db import embedding_space as space
 from memql.db import repository as repo
 from memql.embeddings import Embedder
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,11 @@ async def reembed(
                 moved = await space.swap(conn, model, dimensions)
         finally:
             bar.close()
-        await repo.ensure_ann_index(conn, dimensions)
+        try:
+            await repo.ensure_ann_index(conn, dimensions)
+        except (psycopg.Error, RuntimeError) as exc:
+            # the move is done; only large shared scopes lose speed until the index exists
+            log.warning("project-scope vector index not built: %s", exc)
     return ReembedResult(previous, embedded, moved)
 
 

@@ -581,8 +581,18 @@ async def ensure_ann_index(conn: Conn, dimensions: int) -> bool:
     meanwhile; `conn` must be in autocommit mode.
     """
     name = ann_index_name(dimensions)
-    cur = await conn.execute("select 1 from pg_class where relname = %s", (name,))
-    if await cur.fetchone() is not None:
+    cur = await conn.execute(
+        "select i.indisvalid from pg_class c join pg_index i on i.indexrelid = c.oid"
+        " where c.relname = %s",
+        (name,),
+    )
+    if (row := await cur.fetchone()) is not None:
+        if not row[0]:
+            # a concurrent build that failed leaves an invalid index behind, which is never used
+            raise RuntimeError(
+                f"the index {name} is invalid (an interrupted build): drop it with"
+                f" `drop index concurrently {name}` and restart to rebuild it"
+            )
         return False
     statement = psql.SQL(
         "create index concurrently if not exists {name} on memories using hnsw"
