@@ -113,7 +113,11 @@ async def main() -> int:
     db = await asyncio.to_thread(EmbeddedDatabase, Path(tempfile.mkdtemp(prefix="memql-scale-")))
     try:
         await migrate(db.url)
-        async with await psycopg.AsyncConnection.connect(db.url, autocommit=True) as conn:
+        # never prepared: a cached plan would ignore `enable_indexscan` and the "exact" runs
+        # would reuse the index plan
+        async with await psycopg.AsyncConnection.connect(
+            db.url, autocommit=True, prepare_threshold=None
+        ) as conn:
             project = await repo.create_project(conn, "scale")
             t0 = time.perf_counter()
             await fill(conn, project.id, vectors)
