@@ -24,6 +24,7 @@ from memql.app import create_app
 from memql.db import repository as repo
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
+from memql.embeddings import Embedder
 from memql.embeddings.local import LocalEmbedder
 from memql.model import Consumer
 from memql.settings import Settings
@@ -57,8 +58,9 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def running_server(settings: Settings, embedder: LocalEmbedder) -> AsyncIterator[str]:
-    """A memql server on a real socket, in this test process's event loop; yields its URL."""
+async def running_server(settings: Settings, embedder: Embedder) -> AsyncIterator[str]:
+    """A memql server for `settings` on a real socket, in this test process's event loop;
+    yields its URL."""
     port = free_port()
     config = uvicorn.Config(
         create_app(replace(settings, port=port), embedder=embedder),

@@ -56,9 +56,25 @@ async def check_embedding_space(url: str, embedder: Embedder) -> None:
     if (model, dimensions) != (embedder.model, embedder.dimensions):
         raise ConfigurationError(
             f"the database holds vectors of {model} ({dimensions} dimensions) but the configured"
-            f" embedder is {embedder.model} ({embedder.dimensions} dimensions): configure the"
-            " embedder the database was built with"
+            f" embedder is {embedder.model} ({embedder.dimensions} dimensions). To move the"
+            " stored memories to the new model, run `memql reembed` with the new configuration"
+            " (servers with the old one may keep running meanwhile), then start the server;"
+            " to keep the old model, configure the embedder back (MEMQL_EMBEDDER,"
+            " MEMQL_EMBEDDINGS_MODEL)"
         )
+
+
+async def prepare_ann_index(url: str, embedder: Embedder) -> None:
+    """The HNSW index for project-scope recall in the current space (built once, concurrently).
+    A failure only costs speed on very large projects: it is logged, not fatal."""
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            if await repo.ensure_ann_index(conn, embedder.dimensions):
+                log.info(
+                    "built the project-scope vector index (%d dimensions)", embedder.dimensions
+                )
+    except (psycopg.Error, RuntimeError) as exc:
+        log.warning("project-scope recall will scan without its vector index: %s", exc)
 
 
 async def ensure_first_project(url: str, *, embedded: bool) -> None:
@@ -114,6 +130,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             async with AsyncExitStack() as stack:
                 active = embedder or await create_embedder(settings)
                 await check_embedding_space(url, active)
+                await prepare_ann_index(url, active)
                 realtime = await stack.enter_async_context(open_realtime(settings, url))
                 service = MemoryService(pool, active, settings, realtime=realtime)
                 resources = Resources(pool, active, service, Authenticator(pool, policy), realtime)

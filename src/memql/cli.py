@@ -1,4 +1,4 @@
-"""memql serve | migrate | projects | keys | export | import."""
+"""memql serve | migrate | projects | keys | export | import | reembed."""
 
 from __future__ import annotations
 
@@ -84,6 +84,30 @@ async def _configure_jwt(conn: psycopg.AsyncConnection, args: argparse.Namespace
     return 0
 
 
+async def _reembed(settings: Settings, batch_size: int, *, progress: bool) -> int:
+    from memql.reembed import reembed
+
+    if batch_size < 1:
+        print("memql: --batch-size must be at least 1", file=sys.stderr)
+        return 2
+    url = _database_url(settings)
+    await migrate(url)
+    embedder = await create_embedder(settings)
+    try:
+        result = await reembed(url, embedder, batch_size=batch_size, progress=progress)
+    finally:
+        await embedder.close()
+    before = (
+        f"{result.previous[0]} ({result.previous[1]} dimensions)" if result.previous else "none"
+    )
+    print(
+        f"re-embedded {result.embedded} memories; {result.moved} moved from {before} to"
+        f" {embedder.model} ({embedder.dimensions} dimensions). Start servers with this"
+        " embedder configuration."
+    )
+    return 0
+
+
 def serve(settings: Settings) -> int:
     import uvicorn
 
@@ -156,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_import.add_argument("--project", required=True)
     p_import.add_argument("input", help="file to read ('-': stdin)")
+    reembed = sub.add_parser(
+        "reembed",
+        help="move every stored memory to the configured embedder's model (resumable; servers"
+        " may keep running)",
+    )
+    reembed.add_argument("--batch-size", type=int, default=64, help="memories per batch")
+    reembed.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -209,6 +240,8 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
 async def _command(settings: Settings, args: argparse.Namespace) -> int:
     if args.command in ("export", "import"):
         return await _transfer(settings, args)
+    if args.command == "reembed":
+        return await _reembed(settings, args.batch_size, progress=not args.no_progress)
     if args.command == "migrate":
         applied = await migrate(_database_url(settings))
         print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")

@@ -1,22 +1,65 @@
-"""When a save may be absorbed into an existing memory. Pure.
+"""When a save may be absorbed into an existing memory, and when it contradicts one. Pure.
 
-Sentence embeddings are nearly blind to numbers and negation: "Meeting with Anna on 2026-03-02"
-and "... 2026-03-09" score 0.997, "Deployed version 2.3" and "2.4" 0.944. Similarity alone would
-merge different facts, so absorption also requires the same literals (numbers, dates, versions,
-codes) and the same polarity. Anything that fails a guard is reported as a near-duplicate
-instead, so the caller can decide to supersede.
+Sentence embeddings are nearly blind to the words that make two statements different facts:
+"Meeting with Anna on 2026-03-02" and "... 2026-03-09" score 0.997, "Prefers email over phone
+calls" and "Prefers phone calls over email" 0.981, "Deploys happen on Tuesdays and Thursdays" and
+"... on Mondays and Wednesdays" 0.956. Similarity alone would merge different facts, so absorption
+also requires the same literals (numbers, dates, versions, codes, weekdays, months), the same
+polarity (an even or odd number of negations), the same order around a comparison ("X over Y")
+and no word of a pair of opposites on one side only. Anything that fails a guard stays apart and
+is reported as a near-duplicate instead, so the caller can decide to supersede.
+
+A contradiction ("Likes tea." / "No longer likes tea.") often scores well below the
+near-duplicate bar (0.78 here), so a save of opposite polarity is reported from a lower
+similarity (`CONTRADICTION_FLOOR`) up. The figures come from the labelled pairs in
+`bench/absorb/pairs.jsonl` (see docs/recall.md).
 """
 
 from __future__ import annotations
 
 import re
 
+#: similarity from which a memory of opposite polarity is reported as a near-duplicate
+CONTRADICTION_FLOOR = 0.60
+
 _LITERAL = re.compile(r"[\w.:/+-]*\d[\w.:/+-]*")
-_NEGATION = re.compile(
-    r"\b(not|no|never|none|nobody|nothing|neither|nor|without|stopped|no longer|any more|"
-    r"anymore|dislikes?|hates?|\w+n't)\b",
+_CALENDAR = re.compile(
+    r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b|"
+    r"\b(january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b|"
+    r"\b(once|twice|thrice|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"half|quarter|dozen|hundred|thousand|million|first|second|third|last)\b",
     re.IGNORECASE,
 )
+_NEGATION = re.compile(
+    r"\b(not|no|never|none|nobody|nothing|neither|nor|without|stopped|quit|no longer|"
+    r"dislikes?|hates?|avoids?|\w+n't)\b",
+    re.IGNORECASE,
+)
+_COMPARISON = re.compile(
+    r"(\w+)\s+(?:over|than|instead of|rather than|before|after)\s+(\w+)", re.IGNORECASE
+)
+_OPPOSITES = (
+    ("short", "long"),
+    ("shorter", "longer"),
+    ("concise", "detailed"),
+    ("brief", "detailed"),
+    ("morning", "afternoon"),
+    ("morning", "evening"),
+    ("early", "late"),
+    ("more", "less"),
+    ("most", "least"),
+    ("home", "office"),
+    ("open", "closed"),
+    ("weekly", "monthly"),
+    ("daily", "weekly"),
+    ("light", "dark"),
+    ("hot", "cold"),
+    ("increase", "decrease"),
+    ("enable", "disable"),
+    ("enabled", "disabled"),
+)
+_WORD = re.compile(r"[a-z]+")
 _SPACE = re.compile(r"\s+")
 
 
@@ -26,11 +69,42 @@ def normalise(text: str) -> str:
 
 
 def literals(text: str) -> frozenset[str]:
-    return frozenset(m.strip(".:/+-").casefold() for m in _LITERAL.findall(text))
+    """Numbers, dates, versions and codes, and the weekdays, months and number words a text
+    names."""
+    found = {m.strip(".:/+-").casefold() for m in _LITERAL.findall(text)}
+    found |= {_calendar_word(m.group(0)) for m in _CALENDAR.finditer(text)}
+    return frozenset(found)
+
+
+def _calendar_word(word: str) -> str:
+    word = word.casefold()
+    # "Mondays" and "Monday", "Sept" and "September" name the same day or month
+    return word.removesuffix("s")[:3] if word.endswith(("day", "days")) or len(word) > 3 else word
 
 
 def negations(text: str) -> frozenset[str]:
     return frozenset(m.casefold() for m in _NEGATION.findall(text))
+
+
+def polarity(text: str) -> bool:
+    """False when the text negates (an odd number of negations): "doesn't like" and "no longer
+    likes" agree with each other, not with "likes"."""
+    return len(_NEGATION.findall(text)) % 2 == 0
+
+
+def comparisons(text: str) -> frozenset[tuple[str, str]]:
+    """The (preferred, other) words around "over", "than", "instead of", "before", "after"."""
+    return frozenset((a.casefold(), b.casefold()) for a, b in _COMPARISON.findall(text))
+
+
+def one_sided_opposite(a: str, b: str) -> bool:
+    """True when one text says a word and the other its opposite (and not the word itself)."""
+    wa, wb = set(_WORD.findall(a.casefold())), set(_WORD.findall(b.casefold()))
+    for x, y in _OPPOSITES:
+        for p, q in ((x, y), (y, x)):
+            if p in wa and p not in wb and q in wb and q not in wa:
+                return True
+    return False
 
 
 def may_absorb(existing: str, new: str, similarity: float, threshold: float) -> bool:
@@ -40,5 +114,13 @@ def may_absorb(existing: str, new: str, similarity: float, threshold: float) -> 
     return (
         similarity >= threshold
         and literals(existing) == literals(new)
-        and negations(existing) == negations(new)
+        and polarity(existing) == polarity(new)
+        and comparisons(existing) == comparisons(new)
+        and not one_sided_opposite(existing, new)
     )
+
+
+def contradicts(existing: str, new: str, similarity: float) -> bool:
+    """True when `new` looks like the negation of `existing`: worth reporting even below the
+    near-duplicate bar, so the caller can supersede instead of keeping both."""
+    return similarity >= CONTRADICTION_FLOOR and polarity(existing) != polarity(new)

@@ -223,3 +223,22 @@ class MemoryEvent:
     actor_id: str
     occurred_at: datetime
     memory: Memory | None = None
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How recall fuses its signals into one score; the four weights sum to 1, so the score
+    stays in [0, 1]. Recency halves every `recency_half_life_days` since the last update."""
+
+    vector: float
+    lexical: float
+    recency: float
+    pinned: float
+    recency_half_life_days: float
+
+    def __post_init__(self) -> None:
+        parts = (self.vector, self.lexical, self.recency, self.pinned)
+        if any(not 0.0 <= w <= 1.0 for w in parts) or abs(sum(parts) - 1.0) > 1e-6:
+            raise ValueError("recall weights must each be in [0, 1] and sum to 1")
+        if self.recency_half_life_days <= 0:
+            raise ValueError("the recency half-life must be positive")

@@ -10,7 +10,7 @@ from pathlib import Path
 import platformdirs
 
 from memql.errors import ConfigurationError
-from memql.model import Access, Grant
+from memql.model import Access, Grant, Weights
 
 DEFAULT_CLIENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ)
 DEFAULT_AGENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
@@ -38,12 +38,16 @@ class Settings:
     embeddings_model: str | None = None
     embeddings_dimensions: int | None = None
     embeddings_api_key: str | None = None
+    # seconds before one request to a remote embedder is abandoned (and retried)
+    embeddings_timeout: float = 10.0
     host: str = "127.0.0.1"
     port: int = 8000
     # Cosine similarity at or above which a same-kind live memory absorbs a new save.
     absorb_threshold: float = 0.95
     # Cosine similarity at or above which other memories are reported as near-duplicates.
     near_duplicate_threshold: float = 0.80
+    # How recall fuses its signals; None means the service's calibrated default.
+    recall_weights: Weights | None = None
     graphiql: bool = True
     introspection: bool = True
     # the built-in access policy: a grant per consumer; MEMQL_ACCESS_POLICY replaces it
@@ -76,6 +80,13 @@ class Settings:
                 values[f"embeddings_{name}"] = v
         if v := env.get("MEMQL_EMBEDDINGS_DIMENSIONS"):
             values["embeddings_dimensions"] = _int("MEMQL_EMBEDDINGS_DIMENSIONS", v, minimum=1)
+        if v := env.get("MEMQL_EMBEDDINGS_TIMEOUT"):
+            try:
+                values["embeddings_timeout"] = float(v)
+            except ValueError:
+                raise ConfigurationError(
+                    f"MEMQL_EMBEDDINGS_TIMEOUT={v!r} is not a number"
+                ) from None
         if v := env.get("MEMQL_HOST"):
             values["host"] = v
         if v := env.get("MEMQL_PORT"):
@@ -84,6 +95,8 @@ class Settings:
             values["absorb_threshold"] = _float("MEMQL_ABSORB_THRESHOLD", v)
         if v := env.get("MEMQL_NEAR_DUPLICATE_THRESHOLD"):
             values["near_duplicate_threshold"] = _float("MEMQL_NEAR_DUPLICATE_THRESHOLD", v)
+        if v := env.get("MEMQL_RECALL_WEIGHTS"):
+            values["recall_weights"] = parse_weights(v)
         if v := env.get("MEMQL_GRAPHIQL"):
             values["graphiql"] = _bool("MEMQL_GRAPHIQL", v)
         if v := env.get("MEMQL_INTROSPECTION"):
@@ -109,15 +122,56 @@ class Settings:
             raise ConfigurationError(
                 f"MEMQL_EMBEDDER={self.embedder!r} is not one of local, openai, tei"
             )
-        if self.embedder != "local" and not self.embeddings_url:
+        if self.embedder != "local" and not (self.embeddings_url and self.embeddings_model):
             raise ConfigurationError(
-                f"MEMQL_EMBEDDER={self.embedder} needs MEMQL_EMBEDDINGS_URL"
-                " (and MEMQL_EMBEDDINGS_MODEL)"
+                f"MEMQL_EMBEDDER={self.embedder} needs MEMQL_EMBEDDINGS_URL and"
+                " MEMQL_EMBEDDINGS_MODEL"
             )
+        if self.embeddings_timeout <= 0:
+            raise ConfigurationError("MEMQL_EMBEDDINGS_TIMEOUT must be positive")
         if not self.near_duplicate_threshold <= self.absorb_threshold:
             raise ConfigurationError(
                 "MEMQL_NEAR_DUPLICATE_THRESHOLD must not exceed MEMQL_ABSORB_THRESHOLD"
             )
+
+
+_WEIGHT_NAMES = {
+    "vector": "vector",
+    "lexical": "lexical",
+    "recency": "recency",
+    "pinned": "pinned",
+    "half_life_days": "recency_half_life_days",
+}
+
+
+def parse_weights(raw: str) -> Weights:
+    """`vector=0.7,lexical=0.2,recency=0.05,pinned=0.05[,half_life_days=30]`; unnamed weights
+    are 0 and the half-life defaults to 30 days."""
+    name = "MEMQL_RECALL_WEIGHTS"
+    values: dict[str, float] = {
+        "vector": 0.0,
+        "lexical": 0.0,
+        "recency": 0.0,
+        "pinned": 0.0,
+        "recency_half_life_days": 30.0,
+    }
+    for part in raw.split(","):
+        key, sep, number = part.partition("=")
+        field_name = _WEIGHT_NAMES.get(key.strip())
+        if not sep or field_name is None:
+            raise ConfigurationError(
+                f"{name}={raw!r}: expected name=value pairs with names {', '.join(_WEIGHT_NAMES)}"
+            )
+        try:
+            values[field_name] = float(number)
+        except ValueError:
+            raise ConfigurationError(
+                f"{name}={raw!r}: {number.strip()!r} is not a number"
+            ) from None
+    try:
+        return Weights(**values)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={raw!r}: {exc}") from None
 
 
 def _int(name: str, raw: str, *, minimum: int) -> int:

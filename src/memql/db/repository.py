@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg import sql as psql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -33,6 +34,7 @@ from memql.model import (
     Principal,
     Project,
     Scope,
+    Weights,
 )
 
 Conn = AsyncConnection[Any]
@@ -412,15 +414,12 @@ async def list_page(
     return Page(rows, cursors, has_next, cursors[-1] if cursors else None)
 
 
-@dataclass(frozen=True)
-class Weights:
-    """How recall fuses its signals; they sum to 1 so the score stays in [0, 1]."""
-
-    vector: float
-    lexical: float
-    recency: float
-    pinned: float
-    recency_half_life_days: float
+# shared (project-scope) candidates taken by each of vector and full-text order before fusion
+PROJECT_POOL = 200
+# how far an HNSW iterative scan may go looking for rows that pass the filters
+HNSW_MAX_SCAN_TUPLES = 50_000
+# candidates per HNSW search step; an iterative scan takes further steps until the pool is full
+HNSW_EF_SEARCH = 100
 
 
 async def recall(
@@ -438,17 +437,21 @@ async def recall(
 ) -> list[tuple[Memory, float, dict[str, float]]]:
     """Rank the principal's live memories of `model` against `query`; best first.
 
-    Exact: every visible candidate is scored (the owner filter keeps the pool small), so the
-    result is the true top `limit`. The lexical query ORs the stemmed words of `query`, so a
-    memory matching some of them counts; its rank is normalised by the best lexical match.
+    The caller's own (user-scope) memories are all scored, so their top `limit` is exact. Shared
+    project-scope memories can be many: the `PROJECT_POOL` nearest by vector (through the
+    dimension's HNSW index with an iterative scan, so filters never starve it; see
+    `ensure_ann_index`) and the `PROJECT_POOL` best by full text join the pool. Below
+    `PROJECT_POOL` matching rows that is every row, so small projects are exact too. The lexical
+    query ORs the stemmed words of `query`; its rank is normalised by the best match in the pool.
     """
-    conditions = [VISIBLE, LIVE, "m.embedding_model = %(model)s"]
+    filters = [LIVE, "m.embedding_model = %(model)s"]
     params: dict[str, Any] = {
         **_visibility(principal, scopes),
         "query": query,
         "embedding": embedding,
         "model": model,
         "limit": limit,
+        "pool": PROJECT_POOL,
         "w_vector": weights.vector,
         "w_lexical": weights.lexical,
         "w_recency": weights.recency,
@@ -456,15 +459,42 @@ async def recall(
         "half_life": weights.recency_half_life_days,
     }
     if kinds:
-        conditions.append("m.kind = any(%(kinds)s)")
+        filters.append("m.kind = any(%(kinds)s)")
         params["kinds"] = [k.value for k in kinds]
     if categories:
-        conditions.append("m.category = any(%(categories)s)")
+        filters.append("m.category = any(%(categories)s)")
         params["categories"] = list(categories)
+    where = " and ".join(f"({c})" for c in filters)
+    own = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
+    shared = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
+    # the dimension is spelt out (an int, not user input) so the planner can match the
+    # expression index of `ensure_ann_index` even in a generic plan
+    dims = int(embedding.shape[0])
+    # relaxed order: the pool is re-scored below, so HNSW's order need not be exact
+    await conn.execute(
+        "select set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+        " set_config('hnsw.max_scan_tuples', %s, true), set_config('hnsw.ef_search', %s, true)",
+        (str(HNSW_MAX_SCAN_TUPLES), str(HNSW_EF_SEARCH)),
+    )
     sql = f"""
         with q as (
             select replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery
                 as tsq
+        ),
+        pool as (
+            select m.id from memories m
+            where 'user' = any(%(scopes)s) and {own} and {where}
+            union
+            (select m.id from memories m
+             where 'project' = any(%(scopes)s) and {shared} and {where}
+               and vector_dims(m.embedding) = {dims}
+             order by (m.embedding::vector({dims})) <=> %(embedding)s
+             limit %(pool)s)
+            union
+            (select m.id from memories m, q
+             where 'project' = any(%(scopes)s) and {shared} and {where} and m.fts @@ q.tsq
+             order by ts_rank_cd(m.fts, q.tsq) desc
+             limit %(pool)s)
         ),
         candidates as (
             select {MEMORY_COLUMNS},
@@ -473,8 +503,7 @@ async def recall(
                 power(0.5, extract(epoch from (now() - m.updated_at)) / 86400.0
                            / %(half_life)s) as recency_signal,
                 case when m.pinned then 1.0 else 0.0 end as pinned_signal
-            from memories m, q
-            where {" and ".join(f"({c})" for c in conditions)}
+            from memories m join pool using (id), q
         ),
         signals as (
             select c.*,
@@ -595,6 +624,41 @@ async def embedding_space(conn: Conn) -> tuple[str, int] | None:
     cur = await conn.execute("select model, dimensions from embedding_space")
     row = await cur.fetchone()
     return (row[0], int(row[1])) if row else None
+
+
+def ann_index_name(dimensions: int) -> str:
+    return f"memories_project_ann_{int(dimensions)}"
+
+
+async def ensure_ann_index(conn: Conn, dimensions: int) -> bool:
+    """Build (once) the HNSW index of project-scope vectors of `dimensions`; True when made.
+
+    An expression index per dimension: the `embedding` column has no fixed dimension, so that a
+    change of model needs no table rewrite. Its predicate names only constants, so plans with
+    bound parameters (generic, prepared) can use it too. Built concurrently, so writes go on
+    meanwhile; `conn` must be in autocommit mode.
+    """
+    name = ann_index_name(dimensions)
+    cur = await conn.execute(
+        "select i.indisvalid from pg_class c join pg_index i on i.indexrelid = c.oid"
+        " where c.relname = %s",
+        (name,),
+    )
+    if (row := await cur.fetchone()) is not None:
+        if not row[0]:
+            # a concurrent build that failed leaves an invalid index behind, which is never used
+            raise RuntimeError(
+                f"the index {name} is invalid (an interrupted build): drop it with"
+                f" `drop index concurrently {name}` and restart to rebuild it"
+            )
+        return False
+    statement = psql.SQL(
+        "create index concurrently if not exists {name} on memories using hnsw"
+        " ((embedding::vector({dims})) vector_cosine_ops)"
+        " where scope = 'project' and vector_dims(embedding) = {dims}"
+    ).format(name=psql.Identifier(name), dims=psql.Literal(int(dimensions)))
+    await conn.execute(statement)
+    return True
 
 
 async def record_embedding_space(conn: Conn, model: str, dimensions: int) -> None:

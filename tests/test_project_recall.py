@@ -1,0 +1,94 @@
+"""Project-scope recall over many shared memories goes through the HNSW index with an iterative
+scan, so a selective filter still returns k results when k exist."""
+
+from __future__ import annotations
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+
+from memql.db import repository as repo
+from memql.embeddings.local import LocalEmbedder
+from memql.model import Access, Consumer, Grant, Kind, Principal, Scope
+from memql.service import DEFAULT_WEIGHTS
+from tests.conftest import GraphQLClient, Tenant
+from tests.operations import RECALL, SAVE_MANY
+
+PERSONAL = [
+    "The office dog is called Pixel.",
+    "The team lunch is on Fridays.",
+    "The coffee machine is descaled monthly.",
+    "The book club reads one novel a month.",
+    "The office plants are watered on Mondays.",
+]
+
+
+async def _save_project_memories(alice: GraphQLClient, count: int) -> None:
+    ops = [
+        {
+            "content": f"Deploy runbook {i}: run the deployment pipeline for service {i}.",
+            "kind": "OPERATIONAL",
+            "scope": "PROJECT",
+            "category": "ops",
+        }
+        for i in range(count)
+    ]
+    for start in range(0, count, 100):
+        await alice.ok(SAVE_MANY, {"inputs": ops[start : start + 100]})
+    await alice.ok(
+        SAVE_MANY,
+        {
+            "inputs": [
+                {"content": c, "kind": "TOPICAL", "scope": "PROJECT", "category": "office"}
+                for c in PERSONAL
+            ]
+        },
+    )
+
+
+async def test_a_selective_filter_over_a_large_shared_scope_still_returns_k_through_the_index(
+    alice: GraphQLClient, tenant: Tenant, database_url: str, embedder: LocalEmbedder
+):
+    await _save_project_memories(alice, 300)
+    principal = Principal(
+        tenant.project_id,
+        tenant.project_name,
+        "alice",
+        Consumer.AGENT,
+        Grant(Access.READ_WRITE, Access.READ_WRITE),
+    )
+    [query] = await embedder.embed(["how do I run the deployment pipeline"])
+    index = repo.ann_index_name(embedder.dimensions)
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await register_vector_async(conn)
+        cur = await conn.execute("select 1 from pg_class where relname = %s", (index,))
+        assert await cur.fetchone() is not None, "the server builds the index on start"
+        async with conn.transaction():
+            # as in a large project, where scanning every shared row would cost too much
+            await conn.execute("set local enable_seqscan = off")
+            rows = await repo.recall(
+                conn,
+                principal,
+                query="how do I run the deployment pipeline",
+                embedding=query,
+                model=embedder.model,
+                scopes=[Scope.PROJECT],
+                kinds=[Kind.TOPICAL],
+                categories=["office"],
+                weights=DEFAULT_WEIGHTS,
+                limit=5,
+            )
+            # scans of the index in this transaction (no wait for the statistics collector)
+            cur = await conn.execute("select pg_stat_get_xact_numscans(%s::regclass)", (index,))
+            row = await cur.fetchone()
+            assert row is not None and row[0] > 0, "the HNSW index was not used"
+        # the 300 closer memories are filtered out during the scan, which keeps going
+        assert sorted(m.content for m, _, _ in rows) == sorted(PERSONAL)
+
+    # and through the API, with the planner's own choice
+    hits = (
+        await alice.ok(
+            RECALL,
+            {"query": "how do I run the deployment pipeline", "limit": 5, "categories": ["office"]},
+        )
+    )["recall"]
+    assert sorted(h["memory"]["content"] for h in hits) == sorted(PERSONAL)
