@@ -21,7 +21,7 @@ def test_recall_weights_are_read_from_the_environment():
     s = Settings.from_env(
         {"MEMQL_RECALL_WEIGHTS": "vector=0.6, lexical=0.3, recency=0.05, pinned=0.05"}
     )
-    assert s.recall_weights == Weights(0.6, 0.3, 0.05, 0.05, 30.0)
+    assert s.recall_weights == Weights(0.6, 0.3, 0.05, 0.05, 90.0)
     s = Settings.from_env({"MEMQL_RECALL_WEIGHTS": "lexical=1,half_life_days=7"})
     assert s.recall_weights == Weights(0.0, 1.0, 0.0, 0.0, 7.0)
 

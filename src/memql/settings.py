@@ -145,15 +145,15 @@ _WEIGHT_NAMES = {
 
 
 def parse_weights(raw: str) -> Weights:
-    """`vector=0.7,lexical=0.2,recency=0.05,pinned=0.05[,half_life_days=30]`; unnamed weights
-    are 0 and the half-life defaults to 30 days."""
+    """`vector=0.76,lexical=0.2,recency=0.02,pinned=0.02[,half_life_days=90]`; unnamed weights
+    are 0 and the half-life defaults to 90 days, as in the default weights."""
     name = "MEMQL_RECALL_WEIGHTS"
     values: dict[str, float] = {
         "vector": 0.0,
         "lexical": 0.0,
         "recency": 0.0,
         "pinned": 0.0,
-        "recency_half_life_days": 30.0,
+        "recency_half_life_days": 90.0,
     }
     for part in raw.split(","):
         key, sep, number = part.partition("=")
