@@ -23,7 +23,7 @@ import uvicorn
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.app import create_app
-from memql.db import repository as repo
+from memql.db import tenants
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
 from memql.embeddings.local import LocalEmbedder
@@ -87,9 +87,9 @@ async def main(memories: int, requests: int) -> None:
     url = await asyncio.to_thread(start_embedded, data)
     await migrate(url)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        project = await repo.create_project(conn, "bench")
+        project = await tenants.create_project(conn, "bench")
         key = generate_key()
-        await repo.insert_api_key(
+        await tenants.insert_api_key(
             conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
         )
     embedder = await LocalEmbedder.load()

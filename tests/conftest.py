@@ -21,7 +21,7 @@ import uvicorn
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.access.jwt import JwtConfig
 from memql.app import create_app
-from memql.db import repository as repo
+from memql.db import tenants
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
 from memql.embeddings import Embedder
@@ -105,9 +105,9 @@ class Tenant:
 
 async def make_tenant(database_url: str, consumer: Consumer = Consumer.AGENT) -> Tenant:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        project = await repo.create_project(conn, f"test-{uuid.uuid4().hex[:10]}")
+        project = await tenants.create_project(conn, f"test-{uuid.uuid4().hex[:10]}")
         key = generate_key()
-        await repo.insert_api_key(conn, project.id, display_prefix(key), hash_key(key), consumer)
+        await tenants.insert_api_key(conn, project.id, display_prefix(key), hash_key(key), consumer)
     return Tenant(project.id, project.name, key)
 
 
@@ -180,7 +180,7 @@ async def jwt_tenant(database_url) -> tuple[Tenant, str]:
     tenant = await make_tenant(database_url)
     secret = "a-shared-secret-of-32-bytes-or-more-" + tenant.project_name
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await repo.set_project_jwt(
+        await tenants.set_project_jwt(
             conn,
             tenant.project_name,
             JwtConfig(f"https://{tenant.project_name}.example", "memql", secret, None),

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import websockets
 
-from memql.db import repository as repo
+from memql.db import tenants
 from memql.db.pool import APP_ROLE
 from memql.settings import Settings
 from tests.conftest import GraphQLClient, Tenant, make_tenant, running_server
@@ -110,7 +110,7 @@ async def test_an_entitlement_withdrawn_answers_404_revealing_nothing(http, tena
     client = GraphQLClient(http, tenant.key, "alice")
     await client.ok(LIST)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await repo.set_project_entitlement(conn, tenant.project_name, False)
+        await tenants.set_project_entitlement(conn, tenant.project_name, False)
     response = await http.post(
         "/graphql", json={"query": "{ viewer { userId } }"}, headers=client.headers()
     )

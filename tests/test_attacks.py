@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from memql.access.jwt import JwtConfig
-from memql.db import repository as repo
+from memql.db import tenants
 from tests.conftest import GraphQLClient, make_tenant
 from tests.operations import ERASE, GET, HISTORY, LIST, RESTORE, RETIRE, SAVE, SUPERSEDE
 from tests.test_access import make_token, snapshot
@@ -171,7 +171,7 @@ def jwks_url(rsa_key) -> Iterator[str]:
 async def jwks_tenant(database_url, jwks_url):
     tenant = await make_tenant(database_url)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await repo.set_project_jwt(
+        await tenants.set_project_jwt(
             conn,
             tenant.project_name,
             JwtConfig(f"https://{tenant.project_name}.example", "memql", None, jwks_url),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 from pgvector.psycopg import register_vector_async
 
+from memql.db import embedding_space as space
 from memql.db import repository as repo
 from memql.embeddings.local import LocalEmbedder
 from memql.model import Access, Consumer, Grant, Kind, Principal, Scope
@@ -57,7 +58,7 @@ async def test_a_selective_filter_over_a_large_shared_scope_still_returns_k_thro
         Grant(Access.READ_WRITE, Access.READ_WRITE),
     )
     [query] = await embedder.embed(["how do I run the deployment pipeline"])
-    index = repo.ann_index_name(embedder.dimensions)
+    index = space.ann_index_name(embedder.dimensions)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await register_vector_async(conn)
         cur = await conn.execute("select 1 from pg_class where relname = %s", (index,))

@@ -25,7 +25,9 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector_async
 
+from memql.db import embedding_space as space
 from memql.db import repository as repo
+from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
 from memql.model import Access, Consumer, Grant, Principal, Scope, Weights
@@ -93,7 +95,7 @@ async def ask(
         )
         elapsed = (time.perf_counter() - started) * 1000
         cur = await conn.execute(
-            "select pg_stat_get_xact_numscans(%s::regclass)", (repo.ann_index_name(DIMS),)
+            "select pg_stat_get_xact_numscans(%s::regclass)", (space.ann_index_name(DIMS),)
         )
         row = await cur.fetchone()
     return [m.id for m, _, _ in rows], elapsed, bool(row and row[0])
@@ -118,12 +120,12 @@ async def main() -> int:
         async with await psycopg.AsyncConnection.connect(
             db.url, autocommit=True, prepare_threshold=None
         ) as conn:
-            project = await repo.create_project(conn, "scale")
+            project = await tenants.create_project(conn, "scale")
             t0 = time.perf_counter()
             await fill(conn, project.id, vectors)
             loaded = time.perf_counter() - t0
             t0 = time.perf_counter()
-            await repo.ensure_ann_index(conn, DIMS)
+            await space.ensure_ann_index(conn, DIMS)
             indexed = time.perf_counter() - t0
             await conn.execute("analyze memories")
             await register_vector_async(conn)

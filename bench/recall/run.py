@@ -38,7 +38,7 @@ import uvicorn
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.app import create_app
-from memql.db import repository as repo
+from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
 from memql.db.pool import open_pool
@@ -320,9 +320,9 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         await migrate(db.url)
         async with await psycopg.AsyncConnection.connect(db.url, autocommit=True) as conn:
-            project = await repo.create_project(conn, f"recall-eval-{uuid.uuid4().hex[:8]}")
+            project = await tenants.create_project(conn, f"recall-eval-{uuid.uuid4().hex[:8]}")
             key = generate_key()
-            await repo.insert_api_key(
+            await tenants.insert_api_key(
                 conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
             )
         evalset: EvalSet | None = None

@@ -18,7 +18,8 @@ from starlette.routing import Route, WebSocketRoute
 
 from memql import metrics
 from memql.access.authenticate import Authenticator, policy_from
-from memql.db import repository as repo
+from memql.db import embedding_space as space
+from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
 from memql.db.pool import open_pool, system_connection
@@ -48,11 +49,11 @@ class Resources:
 async def check_embedding_space(url: str, embedder: Embedder) -> None:
     """Record the vector space on first start; refuse to start when the embedder disagrees."""
     async with await system_connection(url) as conn, conn.transaction():
-        space = await repo.embedding_space(conn)
-        if space is None:
-            await repo.record_embedding_space(conn, embedder.model, embedder.dimensions)
+        recorded = await space.embedding_space(conn)
+        if recorded is None:
+            await space.record_embedding_space(conn, embedder.model, embedder.dimensions)
             return
-    model, dimensions = space
+    model, dimensions = recorded
     if (model, dimensions) != (embedder.model, embedder.dimensions):
         raise ConfigurationError(
             f"the database holds vectors of {model} ({dimensions} dimensions) but the configured"
@@ -69,7 +70,7 @@ async def prepare_ann_index(url: str, embedder: Embedder) -> None:
     A failure only costs speed on very large projects: it is logged, not fatal."""
     try:
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            if await repo.ensure_ann_index(conn, embedder.dimensions):
+            if await space.ensure_ann_index(conn, embedder.dimensions):
                 log.info(
                     "built the project-scope vector index (%d dimensions)", embedder.dimensions
                 )
@@ -80,7 +81,7 @@ async def prepare_ann_index(url: str, embedder: Embedder) -> None:
 async def ensure_first_project(url: str, *, embedded: bool) -> None:
     """On an empty database, make a `dev` project (embedded default) or say how to make one."""
     async with await psycopg.AsyncConnection.connect(url) as conn:
-        if await repo.list_projects(conn):
+        if await tenants.list_projects(conn):
             return
         if not embedded:
             log.warning(
@@ -88,7 +89,7 @@ async def ensure_first_project(url: str, *, embedded: bool) -> None:
                 " `memql keys create --project NAME`"
             )
             return
-        await repo.create_project(conn, DEV_PROJECT)
+        await tenants.create_project(conn, DEV_PROJECT)
         await conn.commit()
     log.warning(
         "first run: created the project '%s'. Get an API key with `memql keys create --project"

@@ -16,7 +16,7 @@ import psycopg
 from memql import transfer
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.access.jwt import JwtConfig
-from memql.db import repository as repo
+from memql.db import tenants
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
 from memql.db.pool import system_connection
@@ -42,7 +42,7 @@ async def _with_db(
 
 
 async def _create_key(conn: psycopg.AsyncConnection, project_name: str, consumer: Consumer) -> int:
-    project = await repo.get_project_by_name(conn, project_name)
+    project = await tenants.get_project_by_name(conn, project_name)
     if project is None:
         print(
             f"memql: no project named {project_name!r} (memql projects create NAME)",
@@ -50,7 +50,7 @@ async def _create_key(conn: psycopg.AsyncConnection, project_name: str, consumer
         )
         return 1
     key = generate_key()
-    record = await repo.insert_api_key(
+    record = await tenants.insert_api_key(
         conn, project.id, display_prefix(key), hash_key(key), consumer
     )
     print(
@@ -74,7 +74,7 @@ async def _configure_jwt(conn: psycopg.AsyncConnection, args: argparse.Namespace
             )
             return 1
         config = JwtConfig(args.issuer, args.audience, secret, args.jwks_url)
-    if not await repo.set_project_jwt(conn, args.name, config):
+    if not await tenants.set_project_jwt(conn, args.name, config):
         print(f"memql: no project named {args.name!r}", file=sys.stderr)
         return 1
     print(
@@ -207,7 +207,7 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
     url = _database_url(settings)
     await migrate(url)
     async with await system_connection(url) as conn:
-        project = await repo.get_project_by_name(conn, args.project)
+        project = await tenants.get_project_by_name(conn, args.project)
         if project is None:
             print(f"memql: no project named {args.project!r}", file=sys.stderr)
             return 1
@@ -249,11 +249,11 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
 
     async def work(conn: psycopg.AsyncConnection) -> int:
         if args.command == "projects" and args.action == "create":
-            project = await repo.create_project(conn, args.name)
+            project = await tenants.create_project(conn, args.name)
             print(f"created project {project.name} ({project.id})")
             return 0
         if args.command == "projects" and args.action in ("enable", "disable"):
-            if not await repo.set_project_entitlement(conn, args.name, args.action == "enable"):
+            if not await tenants.set_project_entitlement(conn, args.name, args.action == "enable"):
                 print(f"memql: no project named {args.name!r}", file=sys.stderr)
                 return 1
             print(f"project {args.name}: memory {args.action}d")
@@ -261,7 +261,7 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
         if args.command == "projects" and args.action == "jwt":
             return await _configure_jwt(conn, args)
         if args.command == "projects":
-            for p in await repo.list_projects(conn):
+            for p in await tenants.list_projects(conn):
                 state = "entitled" if p.memory_enabled else "not entitled"
                 print(f"{p.id}  {p.name}  {state}  created {p.created_at:%Y-%m-%d %H:%M}")
             return 0
@@ -270,12 +270,12 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
         if args.action == "list":
             project_id = None
             if args.project:
-                named = await repo.get_project_by_name(conn, args.project)
+                named = await tenants.get_project_by_name(conn, args.project)
                 if named is None:
                     print(f"memql: no project named {args.project!r}", file=sys.stderr)
                     return 1
                 project_id = named.id
-            for k in await repo.list_api_keys(conn, project_id):
+            for k in await tenants.list_api_keys(conn, project_id):
                 used = f"{k.last_used_at:%Y-%m-%d %H:%M}" if k.last_used_at else "never"
                 state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"
                 print(
@@ -288,7 +288,7 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
         except ValueError:
             print(f"memql: {args.id!r} is not a key id", file=sys.stderr)
             return 1
-        if not await repo.revoke_api_key(conn, key_id):
+        if not await tenants.revoke_api_key(conn, key_id):
             print(f"memql: no active key {key_id}", file=sys.stderr)
             return 1
         print(f"revoked key {key_id}")

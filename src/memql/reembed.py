@@ -18,7 +18,6 @@ import psycopg
 from tqdm import tqdm
 
 from memql.db import embedding_space as space
-from memql.db import repository as repo
 from memql.db.pool import system_connection
 from memql.embeddings import Embedder
 
@@ -38,7 +37,7 @@ async def reembed(
     model, dimensions = embedder.model, embedder.dimensions
     # a system connection: every tenant's memories move
     async with await system_connection(url, autocommit=True) as conn:
-        previous = await repo.embedding_space(conn)
+        previous = await space.embedding_space(conn)
         total = await space.pending_count(conn, model, dimensions)
         bar = tqdm(
             total=total,
@@ -63,7 +62,7 @@ async def reembed(
         finally:
             bar.close()
         try:
-            await repo.ensure_ann_index(conn, dimensions)
+            await space.ensure_ann_index(conn, dimensions)
         except (psycopg.Error, RuntimeError) as exc:
             # the move is done; only large shared scopes lose speed until the index exists
             log.warning("project-scope vector index not built: %s", exc)

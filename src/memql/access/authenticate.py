@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from memql.access.credentials import bearer_token, hash_key
 from memql.access.jwt import JwtVerifier, looks_like_jwt, unverified_issuer
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
-from memql.db import repository as repo
+from memql.db import tenants
 from memql.errors import NotEntitled, Unauthenticated
 from memql.model import Consumer, Principal, Project
 from memql.settings import Settings
@@ -82,7 +82,7 @@ class Authenticator:
 
     async def _from_key(self, token: str) -> tuple[Project, Consumer]:
         async with self._pool.connection() as conn:
-            owner = await repo.find_api_key(conn, hash_key(token))
+            owner = await tenants.find_api_key(conn, hash_key(token))
         if owner is None:
             raise Unauthenticated("the API key is unknown or revoked")
         return owner.project, owner.consumer
@@ -90,7 +90,7 @@ class Authenticator:
     async def _from_jwt(self, token: str) -> tuple[Project, str]:
         issuer = unverified_issuer(token)
         async with self._pool.connection() as conn:
-            found = await repo.find_jwt_project(conn, issuer)
+            found = await tenants.find_jwt_project(conn, issuer)
         if found is None:
             raise Unauthenticated("no project trusts this token's issuer")
         project, config = found

@@ -1,7 +1,8 @@
-"""SQL for moving stored vectors from one embedding model to another (`memql reembed`).
+"""SQL of embedding spaces: the space the database records, the project-scope vector index of a
+space, and moving stored vectors from one model to another (`memql reembed`).
 
-System-level work, not on behalf of one principal: it runs on its own connection made from the
-database URL and sees every project's memories.
+System-level work, not on behalf of one principal: it runs on its own connections and sees
+every project's memories.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg import sql as psql
 
 from memql.embeddings import Vector
 
@@ -88,3 +90,55 @@ async def swap(conn: Conn, model: str, dimensions: int) -> int:
         (model, dimensions),
     )
     return moved
+
+
+# --- the recorded space and its project-scope index ------------------------------------
+
+
+async def embedding_space(conn: Conn) -> tuple[str, int] | None:
+    cur = await conn.execute("select model, dimensions from embedding_space")
+    row = await cur.fetchone()
+    return (row[0], int(row[1])) if row else None
+
+
+def ann_index_name(dimensions: int) -> str:
+    return f"memories_project_ann_{int(dimensions)}"
+
+
+async def ensure_ann_index(conn: Conn, dimensions: int) -> bool:
+    """Build (once) the HNSW index of project-scope vectors of `dimensions`; True when made.
+
+    An expression index per dimension: the `embedding` column has no fixed dimension, so that a
+    change of model needs no table rewrite. Its predicate names only constants, so plans with
+    bound parameters (generic, prepared) can use it too. Built concurrently, so writes go on
+    meanwhile; `conn` must be in autocommit mode.
+    """
+    name = ann_index_name(dimensions)
+    cur = await conn.execute(
+        "select i.indisvalid from pg_class c join pg_index i on i.indexrelid = c.oid"
+        " where c.relname = %s",
+        (name,),
+    )
+    if (row := await cur.fetchone()) is not None:
+        if not row[0]:
+            # a concurrent build that failed leaves an invalid index behind, which is never used
+            raise RuntimeError(
+                f"the index {name} is invalid (an interrupted build): drop it with"
+                f" `drop index concurrently {name}` and restart to rebuild it"
+            )
+        return False
+    statement = psql.SQL(
+        "create index concurrently if not exists {name} on memories using hnsw"
+        " ((embedding::vector({dims})) vector_cosine_ops)"
+        " where scope = 'project' and vector_dims(embedding) = {dims}"
+    ).format(name=psql.Identifier(name), dims=psql.Literal(int(dimensions)))
+    await conn.execute(statement)
+    return True
+
+
+async def record_embedding_space(conn: Conn, model: str, dimensions: int) -> None:
+    await conn.execute(
+        "insert into embedding_space (model, dimensions) values (%s, %s)"
+        " on conflict (singleton) do nothing",
+        (model, dimensions),
+    )

@@ -10,21 +10,16 @@ import base64
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg import sql as psql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from memql.access.jwt import JwtConfig
 from memql.embeddings import Vector
 from memql.errors import BadInput
 from memql.model import (
-    ApiKey,
-    Consumer,
     Kind,
     Memory,
     MemoryFilter,
@@ -32,7 +27,6 @@ from memql.model import (
     NewMemory,
     Page,
     Principal,
-    Project,
     Scope,
     Weights,
 )
@@ -615,225 +609,6 @@ async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: 
         ),
     )
     return cur.rowcount == 1
-
-
-# --- embedding space ----------------------------------------------------------------------
-
-
-async def embedding_space(conn: Conn) -> tuple[str, int] | None:
-    cur = await conn.execute("select model, dimensions from embedding_space")
-    row = await cur.fetchone()
-    return (row[0], int(row[1])) if row else None
-
-
-def ann_index_name(dimensions: int) -> str:
-    return f"memories_project_ann_{int(dimensions)}"
-
-
-async def ensure_ann_index(conn: Conn, dimensions: int) -> bool:
-    """Build (once) the HNSW index of project-scope vectors of `dimensions`; True when made.
-
-    An expression index per dimension: the `embedding` column has no fixed dimension, so that a
-    change of model needs no table rewrite. Its predicate names only constants, so plans with
-    bound parameters (generic, prepared) can use it too. Built concurrently, so writes go on
-    meanwhile; `conn` must be in autocommit mode.
-    """
-    name = ann_index_name(dimensions)
-    cur = await conn.execute(
-        "select i.indisvalid from pg_class c join pg_index i on i.indexrelid = c.oid"
-        " where c.relname = %s",
-        (name,),
-    )
-    if (row := await cur.fetchone()) is not None:
-        if not row[0]:
-            # a concurrent build that failed leaves an invalid index behind, which is never used
-            raise RuntimeError(
-                f"the index {name} is invalid (an interrupted build): drop it with"
-                f" `drop index concurrently {name}` and restart to rebuild it"
-            )
-        return False
-    statement = psql.SQL(
-        "create index concurrently if not exists {name} on memories using hnsw"
-        " ((embedding::vector({dims})) vector_cosine_ops)"
-        " where scope = 'project' and vector_dims(embedding) = {dims}"
-    ).format(name=psql.Identifier(name), dims=psql.Literal(int(dimensions)))
-    await conn.execute(statement)
-    return True
-
-
-async def record_embedding_space(conn: Conn, model: str, dimensions: int) -> None:
-    await conn.execute(
-        "insert into embedding_space (model, dimensions) values (%s, %s)"
-        " on conflict (singleton) do nothing",
-        (model, dimensions),
-    )
-
-
-# --- projects and keys --------------------------------------------------------------------
-
-
-def _project(row: dict[str, Any]) -> Project:
-    return Project(row["id"], row["name"], row["memory_enabled"], row["created_at"])
-
-
-async def create_project(conn: Conn, name: str) -> Project:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            "insert into projects (name) values (%s) on conflict (name) do nothing"
-            " returning id, name, memory_enabled, created_at",
-            (name,),
-        )
-        row = await cur.fetchone()
-    if row is None:
-        raise BadInput(f"a project named {name!r} exists already")
-    return _project(row)
-
-
-async def list_projects(conn: Conn) -> list[Project]:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute("select id, name, memory_enabled, created_at from projects order by name")
-        return [_project(r) for r in await cur.fetchall()]
-
-
-async def get_project_by_name(conn: Conn, name: str) -> Project | None:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            "select id, name, memory_enabled, created_at from projects where name = %s", (name,)
-        )
-        row = await cur.fetchone()
-    return _project(row) if row else None
-
-
-_KEY_COLUMNS = """
-    k.id, k.project_id, p.name as project_name, k.prefix, k.consumer, k.created_at,
-    k.last_used_at, k.revoked_at
-"""
-
-
-def _api_key(row: dict[str, Any]) -> ApiKey:
-    return ApiKey(
-        id=row["id"],
-        project_id=row["project_id"],
-        project_name=row["project_name"],
-        prefix=row["prefix"],
-        consumer=Consumer(row["consumer"]),
-        created_at=row["created_at"],
-        last_used_at=row["last_used_at"],
-        revoked_at=row["revoked_at"],
-    )
-
-
-async def insert_api_key(
-    conn: Conn, project_id: uuid.UUID, prefix: str, key_hash: bytes, consumer: Consumer
-) -> ApiKey:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            f"""
-            with k as (
-                insert into api_keys (project_id, prefix, key_hash, consumer)
-                values (%s, %s, %s, %s) returning *
-            )
-            select {_KEY_COLUMNS} from k join projects p on p.id = k.project_id
-            """,
-            (project_id, prefix, key_hash, consumer.value),
-        )
-        row = await cur.fetchone()
-    assert row is not None
-    return _api_key(row)
-
-
-async def list_api_keys(conn: Conn, project_id: uuid.UUID | None = None) -> list[ApiKey]:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            f"""
-            select {_KEY_COLUMNS} from api_keys k join projects p on p.id = k.project_id
-            where %(project_id)s::uuid is null or k.project_id = %(project_id)s
-            order by p.name, k.created_at
-            """,
-            {"project_id": project_id},
-        )
-        return [_api_key(r) for r in await cur.fetchall()]
-
-
-async def revoke_api_key(conn: Conn, key_id: uuid.UUID) -> bool:
-    cur = await conn.execute(
-        "update api_keys set revoked_at = now() where id = %s and revoked_at is null", (key_id,)
-    )
-    return cur.rowcount == 1
-
-
-async def find_jwt_project(conn: Conn, issuer: str) -> tuple[Project, JwtConfig] | None:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            """
-            select id, name, memory_enabled, created_at, jwt_issuer, jwt_audience,
-                jwt_hs256_secret, jwt_jwks_url
-            from projects where jwt_issuer = %s
-            """,
-            (issuer,),
-        )
-        row = await cur.fetchone()
-    if row is None:
-        return None
-    config = JwtConfig(
-        row["jwt_issuer"], row["jwt_audience"], row["jwt_hs256_secret"], row["jwt_jwks_url"]
-    )
-    return _project(row), config
-
-
-async def set_project_jwt(conn: Conn, name: str, config: JwtConfig | None) -> bool:
-    """Trust `config` for browser tokens of project `name` (None: stop trusting any)."""
-    cur = await conn.execute(
-        """
-        update projects set jwt_issuer = %s, jwt_audience = %s, jwt_hs256_secret = %s,
-            jwt_jwks_url = %s
-        where name = %s
-        """,
-        (
-            config.issuer if config else None,
-            config.audience if config else None,
-            config.hs256_secret if config else None,
-            config.jwks_url if config else None,
-            name,
-        ),
-    )
-    return cur.rowcount == 1
-
-
-async def set_project_entitlement(conn: Conn, name: str, enabled: bool) -> bool:
-    cur = await conn.execute(
-        "update projects set memory_enabled = %s where name = %s", (enabled, name)
-    )
-    return cur.rowcount == 1
-
-
-@dataclass(frozen=True)
-class KeyOwner:
-    key_id: uuid.UUID
-    consumer: Consumer
-    project: Project
-
-
-async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
-    """The live key with this hash and its project; marks it used (at most once a minute)."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            """
-            select k.id as key_id, k.consumer, p.id, p.name, p.memory_enabled, p.created_at
-            from api_keys k join projects p on p.id = k.project_id
-            where k.key_hash = %s and k.revoked_at is null
-            """,
-            (key_hash,),
-        )
-        row = await cur.fetchone()
-    if row is None:
-        return None
-    await conn.execute(
-        "update api_keys set last_used_at = now() where id = %s"
-        " and (last_used_at is null or last_used_at < now() - interval '1 minute')",
-        (row["key_id"],),
-    )
-    return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row))
 
 
 def snapshot(memory: Memory) -> dict[str, Any]:

@@ -117,7 +117,9 @@ class RecallSignals:
     lexical: float = strawberry.field(
         description="Full-text rank of the query's words, relative to the best match."
     )
-    recency: float = strawberry.field(description="1 when just updated, halving every 90 days (by default).")
+    recency: float = strawberry.field(
+        description="1 when just updated, halving every 90 days (by default)."
+    )
     pinned: float = strawberry.field(description="1 when pinned.")
 
 

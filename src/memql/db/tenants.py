@@ -1,0 +1,183 @@
+"""SQL of projects (tenants, their entitlement and browser-token trust) and their API keys.
+
+These tables carry no memories: authentication reads them before a principal exists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from memql.access.jwt import JwtConfig
+from memql.errors import BadInput
+from memql.model import ApiKey, Consumer, Project
+
+Conn = AsyncConnection[Any]
+
+
+def _project(row: dict[str, Any]) -> Project:
+    return Project(row["id"], row["name"], row["memory_enabled"], row["created_at"])
+
+
+async def create_project(conn: Conn, name: str) -> Project:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "insert into projects (name) values (%s) on conflict (name) do nothing"
+            " returning id, name, memory_enabled, created_at",
+            (name,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise BadInput(f"a project named {name!r} exists already")
+    return _project(row)
+
+
+async def list_projects(conn: Conn) -> list[Project]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("select id, name, memory_enabled, created_at from projects order by name")
+        return [_project(r) for r in await cur.fetchall()]
+
+
+async def get_project_by_name(conn: Conn, name: str) -> Project | None:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "select id, name, memory_enabled, created_at from projects where name = %s", (name,)
+        )
+        row = await cur.fetchone()
+    return _project(row) if row else None
+
+
+_KEY_COLUMNS = """
+    k.id, k.project_id, p.name as project_name, k.prefix, k.consumer, k.created_at,
+    k.last_used_at, k.revoked_at
+"""
+
+
+def _api_key(row: dict[str, Any]) -> ApiKey:
+    return ApiKey(
+        id=row["id"],
+        project_id=row["project_id"],
+        project_name=row["project_name"],
+        prefix=row["prefix"],
+        consumer=Consumer(row["consumer"]),
+        created_at=row["created_at"],
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+async def insert_api_key(
+    conn: Conn, project_id: uuid.UUID, prefix: str, key_hash: bytes, consumer: Consumer
+) -> ApiKey:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"""
+            with k as (
+                insert into api_keys (project_id, prefix, key_hash, consumer)
+                values (%s, %s, %s, %s) returning *
+            )
+            select {_KEY_COLUMNS} from k join projects p on p.id = k.project_id
+            """,
+            (project_id, prefix, key_hash, consumer.value),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return _api_key(row)
+
+
+async def list_api_keys(conn: Conn, project_id: uuid.UUID | None = None) -> list[ApiKey]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"""
+            select {_KEY_COLUMNS} from api_keys k join projects p on p.id = k.project_id
+            where %(project_id)s::uuid is null or k.project_id = %(project_id)s
+            order by p.name, k.created_at
+            """,
+            {"project_id": project_id},
+        )
+        return [_api_key(r) for r in await cur.fetchall()]
+
+
+async def revoke_api_key(conn: Conn, key_id: uuid.UUID) -> bool:
+    cur = await conn.execute(
+        "update api_keys set revoked_at = now() where id = %s and revoked_at is null", (key_id,)
+    )
+    return cur.rowcount == 1
+
+
+async def find_jwt_project(conn: Conn, issuer: str) -> tuple[Project, JwtConfig] | None:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """
+            select id, name, memory_enabled, created_at, jwt_issuer, jwt_audience,
+                jwt_hs256_secret, jwt_jwks_url
+            from projects where jwt_issuer = %s
+            """,
+            (issuer,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    config = JwtConfig(
+        row["jwt_issuer"], row["jwt_audience"], row["jwt_hs256_secret"], row["jwt_jwks_url"]
+    )
+    return _project(row), config
+
+
+async def set_project_jwt(conn: Conn, name: str, config: JwtConfig | None) -> bool:
+    """Trust `config` for browser tokens of project `name` (None: stop trusting any)."""
+    cur = await conn.execute(
+        """
+        update projects set jwt_issuer = %s, jwt_audience = %s, jwt_hs256_secret = %s,
+            jwt_jwks_url = %s
+        where name = %s
+        """,
+        (
+            config.issuer if config else None,
+            config.audience if config else None,
+            config.hs256_secret if config else None,
+            config.jwks_url if config else None,
+            name,
+        ),
+    )
+    return cur.rowcount == 1
+
+
+async def set_project_entitlement(conn: Conn, name: str, enabled: bool) -> bool:
+    cur = await conn.execute(
+        "update projects set memory_enabled = %s where name = %s", (enabled, name)
+    )
+    return cur.rowcount == 1
+
+
+@dataclass(frozen=True)
+class KeyOwner:
+    key_id: uuid.UUID
+    consumer: Consumer
+    project: Project
+
+
+async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
+    """The live key with this hash and its project; marks it used (at most once a minute)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """
+            select k.id as key_id, k.consumer, p.id, p.name, p.memory_enabled, p.created_at
+            from api_keys k join projects p on p.id = k.project_id
+            where k.key_hash = %s and k.revoked_at is null
+            """,
+            (key_hash,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    await conn.execute(
+        "update api_keys set last_used_at = now() where id = %s"
+        " and (last_used_at is null or last_used_at < now() - interval '1 minute')",
+        (row["key_id"],),
+    )
+    return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row))
