@@ -476,28 +476,32 @@ async def recall(
                 as tsq
         ),
         pool as (
-            select m.id from memories m
+            -- whole rows, not ids joined back to memories: on fresh statistics the planner
+            -- would nest that join (pool x rows), quadratic in the caller's memories
+            select m.* from memories m
             where 'user' = any(%(scopes)s) and {own} and {where}
-            union
-            (select m.id from memories m
+            union all
+            (select m.* from memories m
              where 'project' = any(%(scopes)s) and {shared} and {where}
                and vector_dims(m.embedding) = {dims}
              order by (m.embedding::vector({dims})) <=> %(embedding)s
              limit %(pool)s)
-            union
-            (select m.id from memories m, q
+            union all
+            (select m.* from memories m, q
              where 'project' = any(%(scopes)s) and {shared} and {where} and m.fts @@ q.tsq
              order by ts_rank_cd(m.fts, q.tsq) desc
              limit %(pool)s)
         ),
         candidates as (
-            select {MEMORY_COLUMNS},
+            -- a shared memory may come in by both routes: once each
+            select distinct on (m.id) {MEMORY_COLUMNS},
                 greatest(0, 1 - (m.embedding <=> %(embedding)s)) as vector_signal,
                 case when m.fts @@ q.tsq then ts_rank_cd(m.fts, q.tsq) else 0 end as lexical_raw,
                 power(0.5, extract(epoch from (now() - m.updated_at)) / 86400.0
                            / %(half_life)s) as recency_signal,
                 case when m.pinned then 1.0 else 0.0 end as pinned_signal
-            from memories m join pool using (id), q
+            from pool m, q
+            order by m.id
         ),
         signals as (
             select c.*,
