@@ -12,6 +12,22 @@ from tests.operations import SAVE
 CHAT_LOOP = Path(__file__).resolve().parent.parent / "examples" / "chat_loop.py"
 
 
+async def chat_loop(server: str, tenant, user: str, message: str) -> str:
+    """Run examples/chat_loop.py as a user would, for one message; return what it printed."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CHAT_LOOP),
+        user,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "MEMQL_URL": server, "MEMQL_KEY": tenant.key},
+    )
+    out, err = await asyncio.wait_for(process.communicate(f"{message}\n".encode()), 60)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
 async def test_the_chat_loop_puts_pinned_then_relevant_memories_in_its_system_prompt(
     server, tenant, alice
 ):
@@ -28,19 +44,9 @@ async def test_the_chat_loop_puts_pinned_then_relevant_memories_in_its_system_pr
             }
         },
     )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHAT_LOOP),
-        "alice",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "MEMQL_URL": server, "MEMQL_KEY": tenant.key},
-    )
-    out, err = await asyncio.wait_for(process.communicate(b"what should I cook tonight?\n"), 60)
-    assert process.returncode == 0, err.decode()
+    out = await chat_loop(server, tenant, "alice", "what should I cook tonight?")
 
-    prompt = out.decode().split("[system prompt]\n", 1)[1].split("\n[end]", 1)[0]
+    prompt = out.split("[system prompt]\n", 1)[1].split("\n[end]", 1)[0]
     lines = prompt.splitlines()
     memories = lines[lines.index("## Memories") + 1 :]
     assert memories == [
@@ -51,17 +57,5 @@ async def test_the_chat_loop_puts_pinned_then_relevant_memories_in_its_system_pr
 
 
 async def test_the_chat_loop_of_a_user_without_memories_sends_the_base_prompt(server, tenant):
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHAT_LOOP),
-        "nobody",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "MEMQL_URL": server, "MEMQL_KEY": tenant.key},
-    )
-    out, err = await asyncio.wait_for(process.communicate(b"hello\n"), 60)
-    assert process.returncode == 0, err.decode()
-    assert out.decode() == (
-        "[system prompt]\nYou are a helpful assistant. Answer briefly.\n[end]\n"
-    )
+    out = await chat_loop(server, tenant, "nobody", "hello")
+    assert out == ("[system prompt]\nYou are a helpful assistant. Answer briefly.\n[end]\n")

@@ -92,9 +92,9 @@ class Settings:
         if v := env.get("MEMQL_PORT"):
             values["port"] = _int("MEMQL_PORT", v, minimum=0)
         if v := env.get("MEMQL_ABSORB_THRESHOLD"):
-            values["absorb_threshold"] = _float("MEMQL_ABSORB_THRESHOLD", v)
+            values["absorb_threshold"] = _fraction("MEMQL_ABSORB_THRESHOLD", v)
         if v := env.get("MEMQL_NEAR_DUPLICATE_THRESHOLD"):
-            values["near_duplicate_threshold"] = _float("MEMQL_NEAR_DUPLICATE_THRESHOLD", v)
+            values["near_duplicate_threshold"] = _fraction("MEMQL_NEAR_DUPLICATE_THRESHOLD", v)
         if v := env.get("MEMQL_RECALL_WEIGHTS"):
             values["recall_weights"] = parse_weights(v)
         if v := env.get("MEMQL_GRAPHIQL"):
@@ -184,13 +184,22 @@ def _int(name: str, raw: str, *, minimum: int) -> int:
     return value
 
 
-def _float(name: str, raw: str) -> float:
+def _fraction(name: str, raw: str) -> float:
+    return _number(name, raw, 1.0)
+
+
+def _seconds(name: str, raw: str) -> float:
+    return _number(name, raw, 3600.0, " seconds")
+
+
+def _number(name: str, raw: str, maximum: float, unit: str = "") -> float:
+    """A number in (0, maximum]."""
     try:
         value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name}={raw!r} is not a number") from None
-    if not 0.0 < value <= 1.0:
-        raise ConfigurationError(f"{name}={raw!r} must be in (0, 1]")
+    if not 0.0 < value <= maximum:
+        raise ConfigurationError(f"{name}={raw!r} must be in (0, {maximum:g}]{unit}")
     return value
 
 
@@ -201,16 +210,6 @@ def _grant(name: str, raw: str) -> Grant:
         return parse_grant(raw)
     except ValueError as exc:
         raise ConfigurationError(f"{name}: {exc}") from None
-
-
-def _seconds(name: str, raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
-    if not 0.0 < value <= 3600.0:
-        raise ConfigurationError(f"{name}={raw!r} must be in (0, 3600] seconds")
-    return value
 
 
 def _bool(name: str, raw: str) -> bool:
