@@ -377,3 +377,27 @@ async def test_a_grant_withdrawn_by_the_policy_ends_a_live_stream_within_five_se
             policies.WITHDRAWN.discard(user)
         assert ended.value.code == "FORBIDDEN"
         assert asyncio.get_running_loop().time() - started < 5
+
+
+async def test_credentials_that_cannot_be_resolved_fail_closed_with_503(
+    database_url, embedder, tenant
+):
+    """The database goes away behind a real TCP proxy: requests are refused, not let through."""
+    from tests.proxy import Proxy
+
+    proxy = Proxy(database_url)
+    url = await proxy.start()
+    try:
+        settings = Settings(database_url=url, pool_min_size=1, pool_max_size=2)
+        async with (
+            running_server(settings, embedder) as server,
+            httpx.AsyncClient(base_url=server, timeout=60) as http,
+        ):
+            client = GraphQLClient(http, tenant.key, "alice")
+            assert (await client.ok(VIEWER))["viewer"]["userId"] == "alice"
+            await proxy.stop()
+            response = await http.post("/graphql", json={"query": VIEWER}, headers=client.headers())
+            assert response.status_code == 503
+            assert "memor" not in response.text.lower()
+    finally:
+        await proxy.stop()

@@ -25,6 +25,8 @@ from memql.settings import Settings
 log = logging.getLogger("memql.access")
 
 USER_ID_HEADER = "x-user-id"
+# seconds to wait for a connection to resolve credentials before failing closed (HTTP 503)
+LOOKUP_TIMEOUT = 5.0
 # app user ids are opaque to memql, but they end up in logs and events: keep them printable
 _USER_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 
@@ -81,7 +83,7 @@ class Authenticator:
         )
 
     async def _from_key(self, token: str) -> tuple[Project, Consumer]:
-        async with self._pool.connection() as conn:
+        async with self._pool.connection(timeout=LOOKUP_TIMEOUT) as conn:
             owner = await tenants.find_api_key(conn, hash_key(token))
         if owner is None:
             raise Unauthenticated("the API key is unknown or revoked")
@@ -89,7 +91,7 @@ class Authenticator:
 
     async def _from_jwt(self, token: str) -> tuple[Project, str]:
         issuer = unverified_issuer(token)
-        async with self._pool.connection() as conn:
+        async with self._pool.connection(timeout=LOOKUP_TIMEOUT) as conn:
             found = await tenants.find_jwt_project(conn, issuer)
         if found is None:
             raise Unauthenticated("no project trusts this token's issuer")

@@ -1,0 +1,48 @@
+"""A real TCP proxy in front of the embedded PostgreSQL's unix socket, to cut the database off."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from urllib.parse import parse_qs, urlparse
+
+
+class Proxy:
+    """127.0.0.1:<port> -> the unix socket of `database_url`. `stop()` closes the listener and
+    every open connection, as a network outage would."""
+
+    def __init__(self, database_url: str) -> None:
+        parsed = urlparse(database_url)
+        self.socket_path = f"{parse_qs(parsed.query)['host'][0]}/.s.PGSQL.5432"
+        self.user = parsed.username or "postgres"
+        self.database = parsed.path.lstrip("/") or "postgres"
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"postgresql://{self.user}@127.0.0.1:{port}/{self.database}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_unix_connection(self.socket_path)
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in self._writers:
+            writer.close()
+        self._writers.clear()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
