@@ -9,6 +9,8 @@ class MemqlError(Exception):
     """An expected failure, shown to the caller with its code and message."""
 
     code = "INTERNAL_SERVER_ERROR"
+    #: set where the whole HTTP request is refused with this status, revealing nothing more
+    http_status: int | None = None
 
     def __init__(self, message: str, **extensions: Any) -> None:
         super().__init__(message)
@@ -41,6 +43,13 @@ class NotEntitled(MemqlError):
     revealing nothing about memory."""
 
     code = "NOT_FOUND"
+    http_status = 404
+
+
+class CredentialsUnavailable(MemqlError):
+    """Credentials could not be resolved (the database is unreachable): fail closed."""
+
+    http_status = 503
 
 
 class ConfigurationError(Exception):

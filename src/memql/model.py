@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -203,7 +203,6 @@ class ApiKey:
 @dataclass(frozen=True)
 class EraseResult:
     erased: int
-    memory_ids: tuple[uuid.UUID, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)

@@ -353,7 +353,7 @@ class MemoryService:
                 memory,
                 {"versions": len(ids)},
             )
-            return EraseResult(erased=len(ids), memory_ids=tuple(ids))
+            return EraseResult(erased=len(ids))
 
     async def erase_user(self, principal: Principal) -> EraseResult:
         """Hard-delete everything of the principal's user in this project (right to erasure)."""

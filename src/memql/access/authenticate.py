@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 
-from psycopg_pool import AsyncConnectionPool
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memql.access.credentials import bearer_token, hash_key
 from memql.access.jwt import JwtVerifier, looks_like_jwt, unverified_issuer
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
-from memql.errors import NotEntitled, Unauthenticated
+from memql.db.repository import Conn
+from memql.errors import CredentialsUnavailable, NotEntitled, Unauthenticated
 from memql.model import Consumer, Principal, Project
 from memql.settings import Settings
 
@@ -46,7 +49,8 @@ class Authenticator:
         self._jwt = JwtVerifier()
 
     async def authenticate(self, headers: Mapping[str, str]) -> Principal:
-        """Raises Unauthenticated, NotEntitled (answered as 404) or BrokenPolicy."""
+        """Raises Unauthenticated, NotEntitled (answered as 404), CredentialsUnavailable
+        (answered as 503) or BrokenPolicy."""
         lowered = {k.lower(): v for k, v in headers.items()}
         token = bearer_token(lowered.get("authorization"))
         if token is None:
@@ -82,8 +86,18 @@ class Authenticator:
             server_credential=server,
         )
 
+    @asynccontextmanager
+    async def _lookup(self) -> AsyncIterator[Conn]:
+        """A connection to resolve credentials with; a database that cannot answer denies."""
+        try:
+            async with self._pool.connection(timeout=LOOKUP_TIMEOUT) as conn:
+                yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            log.warning("could not resolve credentials: %s", exc)
+            raise CredentialsUnavailable("credentials cannot be checked right now") from None
+
     async def _from_key(self, token: str) -> tuple[Project, Consumer]:
-        async with self._pool.connection(timeout=LOOKUP_TIMEOUT) as conn:
+        async with self._lookup() as conn:
             owner = await tenants.find_api_key(conn, hash_key(token))
         if owner is None:
             raise Unauthenticated("the API key is unknown or revoked")
@@ -91,7 +105,7 @@ class Authenticator:
 
     async def _from_jwt(self, token: str) -> tuple[Project, str]:
         issuer = unverified_issuer(token)
-        async with self._pool.connection(timeout=LOOKUP_TIMEOUT) as conn:
+        async with self._lookup() as conn:
             found = await tenants.find_jwt_project(conn, issuer)
         if found is None:
             raise Unauthenticated("no project trusts this token's issuer")

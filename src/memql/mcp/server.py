@@ -16,24 +16,23 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
 
 import mcp_types as types
-import psycopg
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from memql import metrics
-from memql.errors import BadInput, Forbidden, MemqlError, NotEntitled, Unauthenticated
+from memql.errors import BadInput, Forbidden, MemqlError, Unauthenticated
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
 from memql.model import Principal
@@ -158,27 +157,8 @@ class McpEndpoint:
         _, authenticator = self._resources()
         try:
             principal = await authenticator.authenticate(Headers(scope=scope))
-        except NotEntitled:
-            await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
-            return
-        except (Unauthenticated, Forbidden) as exc:
-            unauthenticated = isinstance(exc, Unauthenticated)
-            response = JSONResponse(
-                {"error": {"code": exc.code, "message": exc.message}},
-                status_code=401 if unauthenticated else 403,
-                headers={"WWW-Authenticate": 'Bearer realm="memql"'} if unauthenticated else None,
-            )
-            await response(scope, receive, send)
-            return
         except MemqlError as exc:
-            # a broken access policy: already logged with its error id; serve nothing
-            await JSONResponse(
-                {"error": {"code": exc.code, "message": exc.message}}, status_code=500
-            )(scope, receive, send)
-            return
-        except (psycopg.Error, PoolTimeout) as exc:
-            log.warning("could not resolve credentials: %s", exc)
-            await PlainTextResponse("Service Unavailable", status_code=503)(scope, receive, send)
+            await _refusal(exc)(scope, receive, send)
             return
         await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
@@ -259,6 +239,22 @@ class McpEndpoint:
                 )
             ],
         )
+
+
+def _refusal(exc: MemqlError) -> Response:
+    """The HTTP answer to credentials that do not open /mcp."""
+    if exc.http_status is not None:
+        # not entitled (404) or credentials unresolvable (503): reveal nothing more
+        return PlainTextResponse(HTTPStatus(exc.http_status).phrase, status_code=exc.http_status)
+    body = {"error": {"code": exc.code, "message": exc.message}}
+    if isinstance(exc, Unauthenticated):
+        return JSONResponse(
+            body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="memql"'}
+        )
+    if isinstance(exc, Forbidden):
+        return JSONResponse(body, status_code=403)
+    # a broken access policy: already logged with its error id; serve nothing
+    return JSONResponse(body, status_code=500)
 
 
 def _writes(principal: Principal) -> bool:

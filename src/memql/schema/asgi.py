@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
-import psycopg
 from cross_web import HTTPException
-from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
@@ -16,7 +15,7 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 
 from memql.access.authenticate import Authenticator
-from memql.errors import MemqlError, NotEntitled, Unauthenticated
+from memql.errors import MemqlError, Unauthenticated
 from memql.schema.context import Context
 from memql.service import MemoryService
 
@@ -67,13 +66,10 @@ class GraphQLApp(GraphQL[Context, None]):
             )
         try:
             principal = await authenticator.authenticate(request.headers)
-        except NotEntitled:
-            raise HTTPException(404, "Not Found") from None
-        except (psycopg.Error, PoolTimeout) as exc:
-            # entitlement cannot be resolved: fail closed
-            log.warning("could not resolve credentials: %s", exc)
-            raise HTTPException(503, "Service Unavailable") from None
         except MemqlError as exc:
+            if exc.http_status is not None:
+                # not entitled (404) or credentials unresolvable (503): refuse the request
+                raise HTTPException(exc.http_status, HTTPStatus(exc.http_status).phrase) from None
             # reported by the first field that needs a principal, with its code
             return Context(service, None, exc, authenticator=authenticator)
         return Context(service, principal, authenticator=authenticator)
