@@ -112,41 +112,36 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         nonlocal resources
         policy = policy_from(settings)  # a bad MEMQL_ACCESS_POLICY stops the start here
-        embedded = None
-        if settings.database_url is None:
-            embedded = await asyncio.to_thread(EmbeddedDatabase, settings.data_dir)
-        url = settings.database_url or embedded.url  # type: ignore[union-attr]
-        try:
+        # everything opened here closes in reverse order, whether the start succeeds or not
+        async with AsyncExitStack() as stack:
+            url = settings.database_url
+            if url is None:
+                embedded = await asyncio.to_thread(EmbeddedDatabase, settings.data_dir)
+                stack.callback(embedded.release)
+                url = embedded.url
             await migrate(url)
-            await ensure_first_project(url, embedded=embedded is not None)
+            await ensure_first_project(url, embedded=settings.database_url is None)
             pool = await open_pool(
                 url, min_size=settings.pool_min_size, max_size=settings.pool_max_size
             )
-        except BaseException:
-            if embedded is not None:
-                embedded.release()
-            raise
-        own_embedder = embedder is None
-        try:
-            async with AsyncExitStack() as stack:
-                active = embedder or await create_embedder(settings)
-                await check_embedding_space(url, active)
-                await prepare_ann_index(url, active)
-                realtime = await stack.enter_async_context(open_realtime(settings, url))
-                service = MemoryService(pool, active, settings, realtime=realtime)
-                resources = Resources(pool, active, service, Authenticator(pool, policy), realtime)
-                metrics.watch_pool(pool)
-                await stack.enter_async_context(mcp.running())
-                log.info("memql ready (embedder %s)", active.model)
+            stack.push_async_callback(pool.close)
+            active = embedder
+            if active is None:
+                active = await create_embedder(settings)
+                stack.push_async_callback(active.close)
+            await check_embedding_space(url, active)
+            await prepare_ann_index(url, active)
+            realtime = await stack.enter_async_context(open_realtime(settings, url))
+            service = MemoryService(pool, active, settings, realtime=realtime)
+            metrics.watch_pool(pool)
+            stack.callback(metrics.watch_pool, None)
+            await stack.enter_async_context(mcp.running())
+            resources = Resources(pool, active, service, Authenticator(pool, policy), realtime)
+            log.info("memql ready (embedder %s)", active.model)
+            try:
                 yield
-        finally:
-            resources = None
-            metrics.watch_pool(None)
-            await pool.close()
-            if own_embedder and "active" in locals():
-                await active.close()
-            if embedded is not None:
-                embedded.release()
+            finally:
+                resources = None
 
     graphql = GraphQLApp(
         build_schema(introspection=settings.introspection),

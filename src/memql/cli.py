@@ -21,8 +21,8 @@ from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
 from memql.db.pool import system_connection
 from memql.embeddings import create_embedder
-from memql.errors import ConfigurationError, MemqlError
-from memql.model import Consumer
+from memql.errors import ConfigurationError, MemqlError, NotFound
+from memql.model import Consumer, Project
 from memql.settings import Settings
 
 
@@ -30,11 +30,29 @@ def _database_url(settings: Settings) -> str:
     return settings.database_url or start_embedded(settings.data_dir)
 
 
+async def _migrated(settings: Settings) -> str:
+    """The database URL, with every migration applied."""
+    url = _database_url(settings)
+    await migrate(url)
+    return url
+
+
+async def _project(conn: psycopg.AsyncConnection, name: str) -> Project:
+    project = await tenants.get_project_by_name(conn, name)
+    if project is None:
+        raise NotFound(f"no project named {name!r} (memql projects create NAME)")
+    return project
+
+
+def _named(found: bool, name: str) -> None:
+    if not found:
+        raise NotFound(f"no project named {name!r} (memql projects create NAME)")
+
+
 async def _with_db(
     settings: Settings, work: Callable[[psycopg.AsyncConnection], Awaitable[int]]
 ) -> int:
-    url = _database_url(settings)
-    await migrate(url)
+    url = await _migrated(settings)
     async with await psycopg.AsyncConnection.connect(url) as conn:
         status = await work(conn)
         await conn.commit()
@@ -42,13 +60,7 @@ async def _with_db(
 
 
 async def _create_key(conn: psycopg.AsyncConnection, project_name: str, consumer: Consumer) -> int:
-    project = await tenants.get_project_by_name(conn, project_name)
-    if project is None:
-        print(
-            f"memql: no project named {project_name!r} (memql projects create NAME)",
-            file=sys.stderr,
-        )
-        return 1
+    project = await _project(conn, project_name)
     key = generate_key()
     record = await tenants.insert_api_key(
         conn, project.id, display_prefix(key), hash_key(key), consumer
@@ -74,9 +86,7 @@ async def _configure_jwt(conn: psycopg.AsyncConnection, args: argparse.Namespace
             )
             return 1
         config = JwtConfig(args.issuer, args.audience, secret, args.jwks_url)
-    if not await tenants.set_project_jwt(conn, args.name, config):
-        print(f"memql: no project named {args.name!r}", file=sys.stderr)
-        return 1
+    _named(await tenants.set_project_jwt(conn, args.name, config), args.name)
     print(
         f"project {args.name}: "
         + (f"trusts tokens of {args.issuer}" if config else "trusts no browser tokens")
@@ -90,8 +100,7 @@ async def _reembed(settings: Settings, batch_size: int, *, progress: bool) -> in
     if batch_size < 1:
         print("memql: --batch-size must be at least 1", file=sys.stderr)
         return 2
-    url = _database_url(settings)
-    await migrate(url)
+    url = await _migrated(settings)
     embedder = await create_embedder(settings)
     try:
         result = await reembed(url, embedder, batch_size=batch_size, progress=progress)
@@ -198,19 +207,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             return serve(settings)
         return asyncio.run(_command(settings, args))
+    except NotFound as exc:
+        print(f"memql: {exc}", file=sys.stderr)
+        return 1
     except (ConfigurationError, MemqlError) as exc:
         print(f"memql: {exc}", file=sys.stderr)
         return 2
 
 
 async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
-    url = _database_url(settings)
-    await migrate(url)
+    url = await _migrated(settings)
     async with await system_connection(url) as conn:
-        project = await tenants.get_project_by_name(conn, args.project)
-        if project is None:
-            print(f"memql: no project named {args.project!r}", file=sys.stderr)
-            return 1
+        project = await _project(conn, args.project)
         if args.command == "export":
             with (
                 open(args.output, "w", encoding="utf-8")
@@ -253,9 +261,8 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
             print(f"created project {project.name} ({project.id})")
             return 0
         if args.command == "projects" and args.action in ("enable", "disable"):
-            if not await tenants.set_project_entitlement(conn, args.name, args.action == "enable"):
-                print(f"memql: no project named {args.name!r}", file=sys.stderr)
-                return 1
+            enabled = args.action == "enable"
+            _named(await tenants.set_project_entitlement(conn, args.name, enabled), args.name)
             print(f"project {args.name}: memory {args.action}d")
             return 0
         if args.command == "projects" and args.action == "jwt":
@@ -268,13 +275,7 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
         if args.action == "create":
             return await _create_key(conn, args.project, Consumer(args.consumer))
         if args.action == "list":
-            project_id = None
-            if args.project:
-                named = await tenants.get_project_by_name(conn, args.project)
-                if named is None:
-                    print(f"memql: no project named {args.project!r}", file=sys.stderr)
-                    return 1
-                project_id = named.id
+            project_id = (await _project(conn, args.project)).id if args.project else None
             for k in await tenants.list_api_keys(conn, project_id):
                 used = f"{k.last_used_at:%Y-%m-%d %H:%M}" if k.last_used_at else "never"
                 state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"

@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from memql.db.repository import MEMORY_COLUMNS, Conn, _memory
+from memql.db.repository import MEMORY_COLUMNS, Conn, memory_from_row
 from memql.model import MemoryEvent, Principal, Scope
 
 # held (session level) by the one relay that publishes; a constant shared by every instance
@@ -37,7 +37,7 @@ def _event(row: dict[str, Any]) -> MemoryEvent:
         memory_id=row["e_memory_id"],
         actor_id=row["e_actor_id"],
         occurred_at=row["e_occurred_at"],
-        memory=_memory(row) if row["id"] is not None else None,
+        memory=memory_from_row(row) if row["id"] is not None else None,
     )
 
 

@@ -59,7 +59,7 @@ def _visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]
     }
 
 
-def _memory(row: dict[str, Any]) -> Memory:
+def memory_from_row(row: dict[str, Any]) -> Memory:
     return Memory(
         id=row["id"],
         project_id=row["project_id"],
@@ -87,7 +87,7 @@ def _memory(row: dict[str, Any]) -> Memory:
 async def _fetch_memories(conn: Conn, sql: str, params: dict[str, Any]) -> list[Memory]:
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
-        return [_memory(r) for r in await cur.fetchall()]
+        return [memory_from_row(r) for r in await cur.fetchall()]
 
 
 async def _fetch_memory(conn: Conn, sql: str, params: dict[str, Any]) -> Memory | None:
@@ -352,7 +352,7 @@ async def near_duplicates(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return [
-            NearDuplicate(_memory(r), min(1.0, float(r["similarity"])))
+            NearDuplicate(memory_from_row(r), min(1.0, float(r["similarity"])))
             for r in await cur.fetchall()
         ]
 
@@ -521,7 +521,7 @@ async def recall(
         rows = await cur.fetchall()
     return [
         (
-            _memory(r),
+            memory_from_row(r),
             float(r["score"]),
             {
                 "vector": float(r["vector_signal"]),
@@ -572,7 +572,7 @@ async def every_memory(conn: Conn, project_id: uuid.UUID) -> AsyncIterator[Memor
             (project_id,),
         )
         async for row in cur:
-            yield _memory(row)
+            yield memory_from_row(row)
 
 
 async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: str) -> bool:

@@ -59,67 +59,50 @@ async def stream_events(
     channels = [wire.channel(principal.project_id, s, principal.owner_for(s)) for s in scopes]
     metrics.SUBSCRIPTIONS.inc()
     try:
-        async for event in _stream(
-            bus, relay, session, principal, scopes, since, recheck, limits, channels
-        ):
-            yield event
+        async with bus.inbox(channels, limits.queue) as inbox:
+            async with session() as conn:
+                horizon = await relay.horizon(conn)
+            last = since if since is not None else horizon
+            replay_to = horizon if since is not None else None
+            # spread the checks of subscribers that connected together over one interval
+            next_check = time.monotonic() + limits.recheck_interval * random.uniform(0.5, 1.0)
+            while True:
+                if inbox.resync:
+                    inbox.resync = False
+                    async with session() as conn:
+                        replay_to = await relay.horizon(conn)
+                while replay_to is not None and last < replay_to:
+                    async with session() as conn:
+                        page = await db_events.replay(
+                            conn, principal, scopes, last, replay_to, REPLAY_PAGE
+                        )
+                    for event in page:
+                        yield event
+                        last = event.cursor
+                    if len(page) < REPLAY_PAGE:
+                        last = replay_to
+                replay_to = None
+                if inbox.overflowed:
+                    raise SubscriberBehind(
+                        "this subscriber fell too far behind the live stream; subscribe again with"
+                        " `since` set to the last cursor it received",
+                        since=str(last),
+                    )
+                for live in inbox.take():
+                    if live.cursor <= last:
+                        continue
+                    yield live
+                    last = live.cursor
+                if recheck is not None and time.monotonic() >= next_check:
+                    await _recheck(recheck, scopes)
+                    next_check = time.monotonic() + limits.recheck_interval
+                if not inbox.resync and not inbox.overflowed and not len(inbox):
+                    await inbox.wait(max(0.0, next_check - time.monotonic()))
     except MemqlError as exc:
         metrics.STREAMS_CLOSED.labels(exc.code).inc()
         raise
     finally:
         metrics.SUBSCRIPTIONS.dec()
-
-
-async def _stream(
-    bus: EventBus,
-    relay: Relay,
-    session: Callable[[], AbstractAsyncContextManager[Conn]],
-    principal: Principal,
-    scopes: Sequence[Scope],
-    since: int | None,
-    recheck: Callable[[], Awaitable[Principal]] | None,
-    limits: StreamLimits,
-    channels: list[str],
-) -> AsyncIterator[MemoryEvent]:
-    async with bus.inbox(channels, limits.queue) as inbox:
-        async with session() as conn:
-            horizon = await relay.horizon(conn)
-        last = since if since is not None else horizon
-        replay_to = horizon if since is not None else None
-        # spread the checks of subscribers that connected together over one interval
-        next_check = time.monotonic() + limits.recheck_interval * random.uniform(0.5, 1.0)
-        while True:
-            if inbox.resync:
-                inbox.resync = False
-                async with session() as conn:
-                    replay_to = await relay.horizon(conn)
-            while replay_to is not None and last < replay_to:
-                async with session() as conn:
-                    page = await db_events.replay(
-                        conn, principal, scopes, last, replay_to, REPLAY_PAGE
-                    )
-                for event in page:
-                    yield event
-                    last = event.cursor
-                if len(page) < REPLAY_PAGE:
-                    last = replay_to
-            replay_to = None
-            if inbox.overflowed:
-                raise SubscriberBehind(
-                    "this subscriber fell too far behind the live stream; subscribe again with"
-                    " `since` set to the last cursor it received",
-                    since=str(last),
-                )
-            for live in inbox.take():
-                if live.cursor <= last:
-                    continue
-                yield live
-                last = live.cursor
-            if recheck is not None and time.monotonic() >= next_check:
-                await _recheck(recheck, scopes)
-                next_check = time.monotonic() + limits.recheck_interval
-            if not inbox.resync and not inbox.overflowed and not len(inbox):
-                await inbox.wait(max(0.0, next_check - time.monotonic()))
 
 
 async def _recheck(recheck: Callable[[], Awaitable[Principal]], scopes: Sequence[Scope]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -18,8 +17,6 @@ from memql.access.authenticate import Authenticator
 from memql.errors import MemqlError, Unauthenticated
 from memql.schema.context import Context
 from memql.service import MemoryService
-
-log = logging.getLogger(__name__)
 
 
 def connection_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
