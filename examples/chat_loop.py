@@ -20,13 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
-import httpx
-
-CONTEXT = """
-query Context($query: String, $budget: Int) {
-  memoryContext(query: $query, budget: $budget) { text count omitted }
-}
-"""
+from memql import Client
 
 BASE_PROMPT = "You are a helpful assistant. Answer briefly."
 
@@ -34,34 +28,9 @@ BASE_PROMPT = "You are a helpful assistant. Answer briefly."
 Model = Callable[[str, list[dict[str, str]]], str]
 
 
-class Memql:
-    """memql's GraphQL API, acting for one user with a server API key."""
-
-    def __init__(self, url: str, key: str, user: str) -> None:
-        self._http = httpx.Client(
-            base_url=url,
-            headers={"Authorization": f"Bearer {key}", "X-User-Id": user},
-            timeout=30,
-        )
-
-    def context(self, query: str | None, budget: int = 4000) -> str:
-        response = self._http.post(
-            "/graphql", json={"query": CONTEXT, "variables": {"query": query, "budget": budget}}
-        )
-        response.raise_for_status()
-        body = response.json()
-        if body.get("errors"):
-            raise RuntimeError(body["errors"][0]["message"])
-        text: str = body["data"]["memoryContext"]["text"]
-        return text
-
-    def close(self) -> None:
-        self._http.close()
-
-
-def system_prompt(memql: Memql, user_message: str) -> str:
+def system_prompt(memql: Client, user_message: str) -> str:
     """The base prompt, plus what memql knows about the user that bears on this message."""
-    block = memql.context(user_message)
+    block = memql.context(user_message, budget=4000).text
     if not block:
         return BASE_PROMPT
     return (
@@ -72,7 +41,7 @@ def system_prompt(memql: Memql, user_message: str) -> str:
     )
 
 
-def chat(memql: Memql, model: Model, messages: Iterable[str]) -> Iterator[str]:
+def chat(memql: Client, model: Model, messages: Iterable[str]) -> Iterator[str]:
     """Answer each user message in turn, with a fresh memory block every turn."""
     history: list[dict[str, str]] = []
     for message in messages:
@@ -89,15 +58,11 @@ def show_prompt(system: str, history: list[dict[str, str]]) -> str:
 
 def main() -> None:
     user = sys.argv[1] if len(sys.argv) > 1 else "alice"
-    memql = Memql(
-        os.environ.get("MEMQL_URL", "http://127.0.0.1:8000"), os.environ["MEMQL_KEY"], user
-    )
-    try:
+    url = os.environ.get("MEMQL_URL", "http://127.0.0.1:8000")
+    with Client(url, api_key=os.environ["MEMQL_KEY"], user_id=user) as memql:
         lines = (line.strip() for line in sys.stdin)
         for reply in chat(memql, show_prompt, (line for line in lines if line)):
             print(reply, flush=True)
-    finally:
-        memql.close()
 
 
 if __name__ == "__main__":

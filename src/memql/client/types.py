@@ -1,0 +1,217 @@
+"""What the client returns: frozen dataclasses mirroring the GraphQL types."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memql.model import Access, Consumer, Kind, SaveOutcome, Scope
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
+
+
+def _uuid(value: str | None) -> uuid.UUID | None:
+    return uuid.UUID(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One version of a memory, as the API shows it."""
+
+    id: uuid.UUID
+    kind: Kind
+    scope: Scope
+    content: str
+    key: str | None
+    category: str
+    pinned: bool
+    source_thread_ids: tuple[str, ...]
+    source: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    invalidated_at: datetime | None
+    invalidation_reason: str | None
+    supersedes: uuid.UUID | None
+    superseded_by: uuid.UUID | None
+    embedding_model: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Memory:
+        return cls(
+            id=uuid.UUID(data["id"]),
+            kind=Kind[data["kind"]],
+            scope=Scope[data["scope"]],
+            content=data["content"],
+            key=data["key"],
+            category=data["category"],
+            pinned=data["pinned"],
+            source_thread_ids=tuple(data["sourceThreadIds"]),
+            source=data["source"],
+            created_at=datetime.fromisoformat(data["createdAt"]),
+            updated_at=datetime.fromisoformat(data["updatedAt"]),
+            expires_at=_time(data["expiresAt"]),
+            invalidated_at=_time(data["invalidatedAt"]),
+            invalidation_reason=data["invalidationReason"],
+            supersedes=_uuid(data["supersedes"]),
+            superseded_by=_uuid(data["supersededBy"]),
+            embedding_model=data["embeddingModel"],
+        )
+
+
+# the selection that fills a `Memory`; one place, so a new field is one line here and one above
+MEMORY_FIELDS = """
+  id kind scope content key category pinned sourceThreadIds source createdAt updatedAt
+  expiresAt invalidatedAt invalidationReason supersedes supersededBy embeddingModel
+"""
+
+
+@dataclass(frozen=True)
+class NearDuplicate:
+    memory: Memory
+    similarity: float
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """What a save did: CREATED, ABSORBED (into `memory`, same id) or SUPERSEDED."""
+
+    outcome: SaveOutcome
+    memory: Memory
+    near_duplicates: tuple[NearDuplicate, ...]
+    superseded: Memory | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SaveResult:
+        return cls(
+            outcome=SaveOutcome[data["outcome"]],
+            memory=Memory.from_json(data["memory"]),
+            near_duplicates=_near_duplicates(data["nearDuplicates"]),
+            superseded=Memory.from_json(data["superseded"]) if data["superseded"] else None,
+        )
+
+
+@dataclass(frozen=True)
+class SupersedeResult:
+    memory: Memory
+    superseded: Memory
+    near_duplicates: tuple[NearDuplicate, ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SupersedeResult:
+        return cls(
+            memory=Memory.from_json(data["memory"]),
+            superseded=Memory.from_json(data["superseded"]),
+            near_duplicates=_near_duplicates(data["nearDuplicates"]),
+        )
+
+
+def _near_duplicates(items: list[dict[str, Any]]) -> tuple[NearDuplicate, ...]:
+    return tuple(NearDuplicate(Memory.from_json(d["memory"]), d["similarity"]) for d in items)
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The parts of a recall score, each in [0, 1]."""
+
+    vector: float
+    lexical: float
+    recency: float
+    pinned: float
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One recalled memory; higher score = more relevant, in [0, 1]."""
+
+    memory: Memory
+    score: float
+    signals: Signals
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RecallHit:
+        return cls(Memory.from_json(data["memory"]), data["score"], Signals(**data["signals"]))
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list, newest first; pass `end_cursor` as `after` for the next one."""
+
+    memories: tuple[Memory, ...]
+    cursors: tuple[str, ...]
+    has_next_page: bool
+    end_cursor: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Page:
+        return cls(
+            memories=tuple(Memory.from_json(e["node"]) for e in data["edges"]),
+            cursors=tuple(e["cursor"] for e in data["edges"]),
+            has_next_page=data["pageInfo"]["hasNextPage"],
+            end_cursor=data["pageInfo"]["endCursor"],
+        )
+
+
+@dataclass(frozen=True)
+class MemoryContext:
+    """A markdown block for a system prompt; `omitted` memories did not fit the budget."""
+
+    text: str
+    count: int
+    omitted: int
+
+
+@dataclass(frozen=True)
+class Grant:
+    user: Access
+    project: Access
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who the client acts as, and what it may do."""
+
+    user_id: str
+    project_id: uuid.UUID
+    project_name: str
+    consumer: Consumer
+    grant: Grant
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Viewer:
+        return cls(
+            user_id=data["userId"],
+            project_id=uuid.UUID(data["projectId"]),
+            project_name=data["projectName"],
+            consumer=Consumer[data["consumer"]],
+            grant=Grant(Access[data["grant"]["user"]], Access[data["grant"]["project"]]),
+        )
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One change to a memory the caller may read; keep `cursor` to resume after it."""
+
+    cursor: str
+    type: str
+    scope: Scope
+    memory_id: uuid.UUID | None
+    memory: Memory | None
+    actor_id: str
+    occurred_at: datetime
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MemoryEvent:
+        return cls(
+            cursor=data["cursor"],
+            type=data["type"],
+            scope=Scope[data["scope"]],
+            memory_id=_uuid(data["memoryId"]),
+            memory=Memory.from_json(data["memory"]) if data["memory"] else None,
+            actor_id=data["actorId"],
+            occurred_at=datetime.fromisoformat(data["occurredAt"]),
+        )
