@@ -1,12 +1,22 @@
 # memql: multi-stage build, CPU-only torch, runs as a non-root user.
+
+# GraphiQL and React from the npm registry, at the versions of web/package-lock.json
+FROM node:20-slim AS web
+WORKDIR /src/web
+COPY web/package.json web/package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/memql
 # CPU wheels only: the default torch wheel on Linux pulls several GB of CUDA libraries
 RUN /opt/memql/bin/pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
-COPY pyproject.toml constraints.txt README.md ./
+COPY pyproject.toml setup.py MANIFEST.in constraints.txt README.md ./
+COPY web/package.json web/package-lock.json web/build.py ./web/
+COPY --from=web /src/web/node_modules ./web/node_modules
 COPY src ./src
+# setup.py copies GraphiQL's files from web/node_modules into the package it installs
 RUN /opt/memql/bin/pip install -c constraints.txt '.[local]'
 
 FROM python:3.11-slim

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from memql import metrics
+from memql import metrics, web
 from memql.access.authenticate import Authenticator, policy_from
 from memql.db import embedding_space as space
 from memql.db import tenants
@@ -186,6 +186,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics_endpoint),
+        *web.routes(),
     ]
     return Starlette(
         routes=routes,

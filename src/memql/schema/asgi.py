@@ -13,6 +13,7 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 
+from memql import web
 from memql.access.authenticate import Authenticator
 from memql.errors import MemqlError, Unauthenticated
 from memql.schema.context import Context
@@ -48,6 +49,11 @@ class GraphQLApp(GraphQL[Context, None]):
     ) -> None:
         super().__init__(schema, **options)
         self._resources = resources
+
+    @property
+    def graphql_ide_html(self) -> str:
+        # GraphiQL from the package's own files, never a CDN
+        return web.graphiql_html()
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket

@@ -1,0 +1,47 @@
+"""What memql serves to browsers, all from the installed package (no internet needed).
+
+- GraphiQL on `GET /graphql`: the page is `graphiql.html`; React, GraphiQL and its explorer
+  plugin are copied from the npm registry into `vendor/` when the package is built
+  (`web/build.py`, run by setup.py) and served under `/assets/vendor/`.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+
+HERE = Path(__file__).parent
+VENDOR = HERE / "vendor"
+
+MISSING_ASSETS = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>memql · GraphiQL is not built</title></head>
+<body style="font: 16px/1.5 system-ui, sans-serif; max-width: 44rem; margin: 3rem auto">
+<h1>GraphiQL's files are not built</h1>
+<p>memql serves GraphiQL from files it carries, so the explorer works with no internet. They
+were not found in <code>{vendor}</code>: this installation was built without Node.js and npm
+(or with <code>MEMQL_SKIP_WEB_ASSETS=1</code>).</p>
+<p>To add them, install Node.js and npm, then from the source checkout run
+<code>python web/build.py</code> (or reinstall: <code>pip install -e '.[local,dev]'</code>), and
+reload this page. The API itself works without them: POST your queries to this URL.</p>
+</body></html>
+"""
+
+
+def assets_built() -> bool:
+    return (VENDOR / "manifest.json").is_file()
+
+
+def graphiql_html() -> str:
+    """The explorer page, or a page saying how to build its files when they are missing."""
+    if not assets_built():
+        return MISSING_ASSETS.format(vendor=html.escape(str(VENDOR)))
+    return (HERE / "graphiql.html").read_text(encoding="utf-8")
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Mount("/assets/vendor", StaticFiles(directory=VENDOR, check_dir=False), name="vendor"),
+    ]
