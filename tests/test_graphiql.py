@@ -35,7 +35,9 @@ async def test_graphiql_runs_a_query_with_no_internet(offline, server, tenant):
     assert offline.blocked == []  # the page never reached for the internet
 
 
-async def test_graphiql_delivers_a_subscription_with_no_internet(offline, server, tenant, alice, db):
+async def test_graphiql_delivers_a_subscription_with_no_internet(
+    offline, server, tenant, alice, db
+):
     cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
     (since,) = await cur.fetchone()
     subscription = (
