@@ -103,3 +103,69 @@ class EventSubscription:
                 extra.append(await self.next(seconds))
         except TimeoutError:
             return extra
+
+
+class WsSession:
+    """One websocket connection that runs any operation, on either protocol:
+    `graphql-transport-ws` (subscribe/next/complete) or the legacy `graphql-ws`
+    (start/data/complete)."""
+
+    def __init__(self, base_url: str, init: dict[str, Any], protocol: str) -> None:
+        self.url = base_url.replace("http://", "ws://") + "/graphql"
+        self.init = init
+        self.protocol = protocol
+        self.ws: Any = None
+        self._ids = 0
+
+    @property
+    def legacy(self) -> bool:
+        return self.protocol == "graphql-ws"
+
+    async def __aenter__(self) -> WsSession:
+        self.ws = await websockets.connect(
+            self.url, subprotocols=[websockets.Subprotocol(self.protocol)]
+        )
+        await self.ws.send(json.dumps({"type": "connection_init", "payload": self.init}))
+        while True:
+            ack = json.loads(await asyncio.wait_for(self.ws.recv(), 10))
+            if ack["type"] != "ka":
+                break
+        assert ack["type"] == "connection_ack", ack
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.ws.close()
+
+    async def start(self, query: str, variables: dict[str, Any] | None = None) -> str:
+        """Send an operation; returns its id."""
+        self._ids += 1
+        op_id = str(self._ids)
+        payload = {"query": query, "variables": variables or {}}
+        kind = "start" if self.legacy else "subscribe"
+        await self.ws.send(json.dumps({"id": op_id, "type": kind, "payload": payload}))
+        return op_id
+
+    async def result(self, op_id: str, wait: float = 10.0) -> dict[str, Any]:
+        """The next result of operation `op_id`: `{"data": ..., "errors": [...]}`; an `error`
+        message comes back as `{"errors": [...]}`; a `complete` with nothing as `{}`."""
+        async with asyncio.timeout(wait):
+            while True:
+                message = json.loads(await self.ws.recv())
+                kind = message["type"]
+                if kind == "ping":
+                    await self.ws.send(json.dumps({"type": "pong"}))
+                    continue
+                if message.get("id") != op_id:
+                    continue
+                if kind in ("next", "data"):
+                    result: dict[str, Any] = message["payload"]
+                    return result
+                if kind == "error":
+                    errors = message["payload"]
+                    return {"errors": errors if isinstance(errors, list) else [errors]}
+                if kind == "complete":
+                    return {}
+
+    async def run(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run a query or mutation and return its one result."""
+        return await self.result(await self.start(query, variables))

@@ -20,6 +20,7 @@ from memql.metrics import OperationMetrics
 from memql.resolvers.mutation import Mutation
 from memql.resolvers.query import Query
 from memql.resolvers.subscription import Subscription
+from memql.schema.asgi import AuthoriseEachOperation
 from memql.schema.errors import classify
 
 MAX_DEPTH = 10
@@ -44,6 +45,7 @@ def build_schema(*, introspection: bool = True) -> strawberry.Schema:
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: ParserCache(maxsize=256),
         lambda: ValidationCache(maxsize=256),
+        AuthoriseEachOperation,
     ]
     if not introspection:
         from strawberry.extensions import DisableIntrospection

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.extensions import SchemaExtension
 
 from memql import web
 from memql.access.authenticate import Authenticator
@@ -29,6 +30,21 @@ def connection_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
     if isinstance(nested, Mapping):
         merged.update(nested)
     return {str(k): v for k, v in merged.items() if isinstance(v, str)}
+
+
+class AuthoriseEachOperation(SchemaExtension):
+    """A websocket's operations (queries, mutations, each subscription start) run with a context
+    of their own, authenticated again from the `connection_init` credentials when the operation
+    starts: the connection's first answer never outlives a revoked key, a disabled project or a
+    withdrawn grant. A context of its own per operation, because operations of one socket run
+    concurrently. (HTTP requests are authenticated once each already.)"""
+
+    async def on_execute(self) -> AsyncIterator[None]:
+        context = self.execution_context.context
+        if isinstance(context, Context) and context.websocket:
+            credentials = connection_headers(context.connection_params)
+            self.execution_context.context = await context.for_operation(credentials)
+        yield
 
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
@@ -66,6 +82,7 @@ class GraphQLApp(GraphQL[Context, None]):
                 None,
                 Unauthenticated("send credentials in connection_init"),
                 authenticator=authenticator,
+                websocket=True,
             )
         try:
             principal = await authenticator.authenticate(request.headers)

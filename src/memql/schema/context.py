@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
@@ -24,9 +24,22 @@ class Context:
     connection_params: dict[str, Any] | None = None
     # to check credentials again later (a long-lived subscription must notice a revoked key)
     authenticator: Authenticator | None = None
+    # a websocket connection: its credentials are checked again for every operation
+    websocket: bool = False
 
     def identify(self, principal: Principal) -> None:
         self._principal, self._auth_error = principal, None
+
+    async def for_operation(self, credentials: dict[str, str]) -> Context:
+        """A context for one operation of this connection, identified by what `credentials`
+        (the `connection_init` headers) are worth now: a revoked key, a disabled project or a
+        withdrawn grant stops the operation, whatever the connection was granted."""
+        assert self.authenticator is not None
+        try:
+            principal = await self.authenticator.authenticate(credentials)
+        except MemqlError as exc:
+            return replace(self, _principal=None, _auth_error=exc)
+        return replace(self, _principal=principal, _auth_error=None)
 
     @property
     def principal(self) -> Principal:
