@@ -9,14 +9,19 @@ closed), then the access policy, once.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memql.access.credentials import bearer_token, hash_key
+from memql.access.identity import (
+    AUTHORIZATION,
+    USER_ID_HEADER,
+    canonical_user_id,
+    credential_headers,
+)
 from memql.access.jwt import JwtVerifier, looks_like_jwt, unverified_issuer
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
@@ -27,11 +32,8 @@ from memql.settings import Settings
 
 log = logging.getLogger("memql.access")
 
-USER_ID_HEADER = "x-user-id"
 # seconds to wait for a connection to resolve credentials before failing closed (HTTP 503)
 LOOKUP_TIMEOUT = 5.0
-# app user ids are opaque to memql, but they end up in logs and events: keep them printable
-_USER_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 
 
 def policy_from(settings: Settings) -> Policy:
@@ -48,11 +50,12 @@ class Authenticator:
         self._policy = policy
         self._jwt = JwtVerifier()
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
-        """Raises Unauthenticated, NotEntitled (answered as 404), CredentialsUnavailable
-        (answered as 503) or BrokenPolicy."""
-        lowered = {k.lower(): v for k, v in headers.items()}
-        token = bearer_token(lowered.get("authorization"))
+    async def authenticate(self, headers: Iterable[tuple[str, str]]) -> Principal:
+        """`headers`: (name, value) pairs as text, every one the request sent (HTTP transports
+        read them with `identity.http_headers`). Raises Unauthenticated, NotEntitled (answered
+        as 404), CredentialsUnavailable (answered as 503) or BrokenPolicy."""
+        lowered = credential_headers(headers)
+        token = bearer_token(lowered.get(AUTHORIZATION))
         if token is None:
             raise Unauthenticated(
                 "send `Authorization: Bearer <API key>` with `X-User-Id: <user id>`,"
@@ -62,15 +65,15 @@ class Authenticator:
         if looks_like_jwt(token):
             if header_user is not None:
                 raise Unauthenticated("a browser token carries its user in `sub`: drop X-User-Id")
-            project, user_id = await self._from_jwt(token)
+            project, subject = await self._from_jwt(token)
+            user_id = canonical_user_id(subject)
             consumer, server = Consumer.CLIENT, False
         else:
-            project, consumer = await self._from_key(token)
-            user_id, server = (header_user or "").strip(), True
-            if not user_id:
+            if not header_user:
                 raise Unauthenticated("an API key acts for a user: send `X-User-Id: <user id>`")
-        if not _USER_ID.match(user_id):
-            raise Unauthenticated("the user id must be 1..256 printable characters")
+            user_id = canonical_user_id(header_user)
+            project, consumer = await self._from_key(token)
+            server = True
         if not project.memory_enabled:
             raise NotEntitled("not found")
         grant = await decide(

@@ -19,6 +19,7 @@ from memql.client.transport import (
     body,
     credentials,
     graphql_url,
+    request_headers,
     result,
     websocket_url,
 )
@@ -76,7 +77,7 @@ class AsyncClient:
 
     async def execute(self, operation: ops.Operation[T]) -> T:
         response = await self._http.post(
-            graphql_url(self.url), json=body(operation), headers=self._credentials
+            graphql_url(self.url), json=body(operation), headers=request_headers(self._credentials)
         )
         return result(operation, response)
 

@@ -19,6 +19,7 @@ from memql.client.transport import (
     body,
     credentials,
     graphql_url,
+    request_headers,
     result,
     websocket_url,
 )
@@ -77,7 +78,7 @@ class Client:
 
     def execute(self, operation: ops.Operation[T]) -> T:
         response = self._http.post(
-            graphql_url(self.url), json=body(operation), headers=self._credentials
+            graphql_url(self.url), json=body(operation), headers=request_headers(self._credentials)
         )
         return result(operation, response)
 

@@ -25,6 +25,12 @@ def credentials(api_key: str | None, user_id: str | None, token: str | None) -> 
     return {"Authorization": f"Bearer {api_key}", "X-User-Id": user_id}
 
 
+def request_headers(credentials: dict[str, str]) -> dict[bytes, bytes]:
+    """Credentials as HTTP headers, in UTF-8 as the server reads them (a user id need not be
+    ASCII)."""
+    return {name.encode(): value.encode() for name, value in credentials.items()}
+
+
 def graphql_url(url: str) -> str:
     """`http://host:port` or the full `/graphql` address, as the user gives it."""
     url = url.rstrip("/")

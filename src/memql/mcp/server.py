@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
@@ -27,11 +27,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from memql import metrics
+from memql.access.identity import http_headers
 from memql.errors import BadInput, Forbidden, MemqlError, Unauthenticated
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
@@ -49,7 +49,7 @@ INSTRUCTIONS = (
 
 
 class Authenticates(Protocol):
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal: ...
+    async def authenticate(self, headers: Iterable[tuple[str, str]]) -> Principal: ...
 
 
 Resources = Callable[[], tuple[MemoryService, Authenticates]]
@@ -156,7 +156,7 @@ class McpEndpoint:
             return
         _, authenticator = self._resources()
         try:
-            principal = await authenticator.authenticate(Headers(scope=scope))
+            principal = await authenticator.authenticate(http_headers(scope["headers"]))
         except MemqlError as exc:
             await _refusal(exc)(scope, receive, send)
             return

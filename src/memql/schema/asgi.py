@@ -16,20 +16,21 @@ from strawberry.extensions import SchemaExtension
 
 from memql import web
 from memql.access.authenticate import Authenticator
+from memql.access.identity import http_headers
 from memql.errors import MemqlError, Unauthenticated
 from memql.schema.context import Context
 from memql.service import MemoryService
 
 
-def connection_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
+def connection_headers(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """Credentials of a websocket's `connection_init` payload, keyed by header names, at the top
-    level or in a nested `headers` object."""
+    level or in a nested `headers` object (every one, so a name given twice is seen twice)."""
     params = params or {}
-    merged: dict[str, Any] = {**params}
+    pairs = [(str(k), v) for k, v in params.items() if isinstance(v, str)]
     nested = params.get("headers")
     if isinstance(nested, Mapping):
-        merged.update(nested)
-    return {str(k): v for k, v in merged.items() if isinstance(v, str)}
+        pairs += [(str(k), v) for k, v in nested.items() if isinstance(v, str)]
+    return pairs
 
 
 class AuthoriseEachOperation(SchemaExtension):
@@ -85,7 +86,7 @@ class GraphQLApp(GraphQL[Context, None]):
                 websocket=True,
             )
         try:
-            principal = await authenticator.authenticate(request.headers)
+            principal = await authenticator.authenticate(http_headers(request.headers.raw))
         except MemqlError as exc:
             if exc.http_status is not None:
                 # not entitled (404) or credentials unresolvable (503): refuse the request

@@ -30,7 +30,7 @@ class Context:
     def identify(self, principal: Principal) -> None:
         self._principal, self._auth_error = principal, None
 
-    async def for_operation(self, credentials: dict[str, str]) -> Context:
+    async def for_operation(self, credentials: list[tuple[str, str]]) -> Context:
         """A context for one operation of this connection, identified by what `credentials`
         (the `connection_init` headers) are worth now: a revoked key, a disabled project or a
         withdrawn grant stops the operation, whatever the connection was granted."""
