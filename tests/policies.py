@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from memql.access.policy import NO_MEMORY, AccessRequest, PolicyResult, parse_grant
 from memql.model import Access, Grant
 
 # users whose grant a test has withdrawn; the policy answers NO_MEMORY for them from then on
 WITHDRAWN: set[str] = set()
+# run once, after the credentials of this user were resolved and before its grant is decided:
+# lets a test cut the database between authentication and the work
+AFTER_AUTHENTICATION: dict[str, Callable[[], Awaitable[None]]] = {}
 
 
 async def by_user(request: AccessRequest) -> PolicyResult | str | None:
     """An async policy whose answer depends on the user id, to reach every outcome."""
     await asyncio.sleep(0)
+    if hook := AFTER_AUTHENTICATION.pop(request.user_id, None):
+        await hook()
     if request.user_id in WITHDRAWN:
         return NO_MEMORY
     if request.user_id.startswith("grant:"):

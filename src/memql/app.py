@@ -124,7 +124,10 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             await migrate(url)
             await ensure_first_project(url, embedded=settings.database_url is None)
             pool = await open_pool(
-                url, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+                url,
+                min_size=settings.pool_min_size,
+                max_size=settings.pool_max_size,
+                wait=settings.pool_timeout_seconds,
             )
             stack.push_async_callback(pool.close)
             active = embedder

@@ -46,10 +46,16 @@ class NotEntitled(MemqlError):
     http_status = 404
 
 
-class CredentialsUnavailable(MemqlError):
-    """Credentials could not be resolved (the database is unreachable): fail closed."""
+class ServiceUnavailable(MemqlError):
+    """The database cannot be reached (or gave no connection within the pool's wait): the
+    request is answered at once with HTTP 503, to be retried later."""
 
+    code = "SERVICE_UNAVAILABLE"
     http_status = 503
+
+
+class CredentialsUnavailable(ServiceUnavailable):
+    """Credentials could not be resolved (the database is unreachable): fail closed."""
 
 
 class ConfigurationError(Exception):

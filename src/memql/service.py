@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -9,15 +10,16 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memql import dedup, metrics, validation
 from memql.context_block import format_context
 from memql.db import repository as repo
 from memql.db.repository import Conn
 from memql.embeddings import Embedder, Vector
-from memql.errors import BadInput, Conflict, Forbidden, NotFound
+from memql.errors import BadInput, Conflict, Forbidden, NotFound, ServiceUnavailable
 from memql.model import (
     ContextBlock,
     EraseResult,
@@ -51,6 +53,9 @@ DEFAULT_WEIGHTS = Weights(
 CONTEXT_CANDIDATES = 500
 CONTEXT_BUDGET_MAX = 100_000
 NEAR_DUPLICATES_REPORTED = 5
+DATABASE_AWAY = "the memory store cannot be reached right now; try again shortly"
+
+log = logging.getLogger(__name__)
 
 
 class MemoryService:
@@ -76,15 +81,26 @@ class MemoryService:
     @asynccontextmanager
     async def _session(self, principal: Principal) -> AsyncIterator[Conn]:
         """A transaction on behalf of `principal`: every request-path query runs in one, so
-        row-level security sees the principal's project and user."""
-        async with self._pool.connection() as conn, conn.transaction():
-            await repo.bind_principal(conn, principal)
-            try:
-                yield conn
-            except pg_errors.UniqueViolation as exc:
-                raise Conflict(
-                    "another live memory holds that key; retire or supersede it first"
-                ) from exc
+        row-level security sees the principal's project and user. A database that gives no
+        connection within the pool's wait, or loses it, is ServiceUnavailable (HTTP 503)."""
+        conn: Conn | None = None
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                await repo.bind_principal(conn, principal)
+                try:
+                    yield conn
+                except pg_errors.UniqueViolation as exc:
+                    raise Conflict(
+                        "another live memory holds that key; retire or supersede it first"
+                    ) from exc
+        except PoolTimeout as exc:
+            log.warning("no database connection: %s", exc)
+            raise ServiceUnavailable(DATABASE_AWAY) from None
+        except psycopg.OperationalError as exc:
+            if conn is None or not conn.broken:
+                raise
+            log.warning("the database connection was lost: %s", exc)
+            raise ServiceUnavailable(DATABASE_AWAY) from None
 
     # --- access ---------------------------------------------------------------------------
 

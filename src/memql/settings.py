@@ -58,6 +58,8 @@ class Settings:
     access_policy: str | None = None
     pool_min_size: int = 2
     pool_max_size: int = 10
+    # seconds a request waits for a database connection before it is answered with 503
+    pool_timeout_seconds: float = 5.0
     # realtime: live messages a subscriber may have waiting before it is closed as too slow
     subscriber_queue: int = 1000
     # realtime: seconds between credential checks of a live subscription
@@ -113,6 +115,8 @@ class Settings:
             values["access_policy"] = v.strip()
         if v := env.get("MEMQL_POOL_MAX_SIZE"):
             values["pool_max_size"] = _int("MEMQL_POOL_MAX_SIZE", v, minimum=1)
+        if v := env.get("MEMQL_POOL_TIMEOUT_SECONDS"):
+            values["pool_timeout_seconds"] = _seconds("MEMQL_POOL_TIMEOUT_SECONDS", v)
         if v := env.get("MEMQL_SUBSCRIBER_QUEUE"):
             values["subscriber_queue"] = _int("MEMQL_SUBSCRIBER_QUEUE", v, minimum=1)
         if v := env.get("MEMQL_AUTH_RECHECK_SECONDS"):

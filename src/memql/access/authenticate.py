@@ -32,9 +32,6 @@ from memql.settings import Settings
 
 log = logging.getLogger("memql.access")
 
-# seconds to wait for a connection to resolve credentials before failing closed (HTTP 503)
-LOOKUP_TIMEOUT = 5.0
-
 
 def policy_from(settings: Settings) -> Policy:
     if settings.access_policy:
@@ -91,9 +88,10 @@ class Authenticator:
 
     @asynccontextmanager
     async def _lookup(self) -> AsyncIterator[Conn]:
-        """A connection to resolve credentials with; a database that cannot answer denies."""
+        """A connection to resolve credentials with; a database that cannot answer (within the
+        pool's wait, MEMQL_POOL_TIMEOUT_SECONDS) denies."""
         try:
-            async with self._pool.connection(timeout=LOOKUP_TIMEOUT) as conn:
+            async with self._pool.connection() as conn:
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             log.warning("could not resolve credentials: %s", exc)

@@ -21,7 +21,11 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
     await conn.commit()
 
 
-async def open_pool(url: str, *, min_size: int = 2, max_size: int = 10) -> AsyncConnectionPool:
+async def open_pool(
+    url: str, *, min_size: int = 2, max_size: int = 10, wait: float = 5.0
+) -> AsyncConnectionPool:
+    """`wait`: seconds a request waits for a connection before it is refused (503); short,
+    so a database outage fails requests fast instead of piling them up."""
     pool = AsyncConnectionPool(
         url,
         min_size=min_size,
@@ -29,6 +33,7 @@ async def open_pool(url: str, *, min_size: int = 2, max_size: int = 10) -> Async
         configure=_configure,
         open=False,
         name="memql",
+        timeout=wait,
     )
     await pool.open(wait=True, timeout=30)
     return pool

@@ -32,7 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from memql import metrics
 from memql.access.identity import http_headers
-from memql.errors import BadInput, Forbidden, MemqlError, Unauthenticated
+from memql.errors import BadInput, Forbidden, MemqlError, ServiceUnavailable, Unauthenticated
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
 from memql.model import Principal
@@ -243,10 +243,12 @@ class McpEndpoint:
 
 def _refusal(exc: MemqlError) -> Response:
     """The HTTP answer to credentials that do not open /mcp."""
-    if exc.http_status is not None:
-        # not entitled (404) or credentials unresolvable (503): reveal nothing more
-        return PlainTextResponse(HTTPStatus(exc.http_status).phrase, status_code=exc.http_status)
     body = {"error": {"code": exc.code, "message": exc.message}}
+    if isinstance(exc, ServiceUnavailable):
+        return JSONResponse(body, status_code=503)
+    if exc.http_status is not None:
+        # not entitled (404): reveal nothing more
+        return PlainTextResponse(HTTPStatus(exc.http_status).phrase, status_code=exc.http_status)
     if isinstance(exc, Unauthenticated):
         return JSONResponse(
             body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="memql"'}

@@ -17,7 +17,7 @@ from strawberry.extensions import SchemaExtension
 from memql import web
 from memql.access.authenticate import Authenticator
 from memql.access.identity import http_headers
-from memql.errors import MemqlError, Unauthenticated
+from memql.errors import MemqlError, NotEntitled, ServiceUnavailable, Unauthenticated
 from memql.schema.context import Context
 from memql.service import MemoryService
 
@@ -87,11 +87,12 @@ class GraphQLApp(GraphQL[Context, None]):
             )
         try:
             principal = await authenticator.authenticate(http_headers(request.headers.raw))
+        except NotEntitled:
+            # a project without memory: 404, revealing nothing
+            raise HTTPException(404, HTTPStatus(404).phrase) from None
         except MemqlError as exc:
-            if exc.http_status is not None:
-                # not entitled (404) or credentials unresolvable (503): refuse the request
-                raise HTTPException(exc.http_status, HTTPStatus(exc.http_status).phrase) from None
-            # reported by the first field that needs a principal, with its code
+            # reported by the first field that needs a principal, with its code (credentials
+            # that cannot be resolved: SERVICE_UNAVAILABLE, and the answer is a 503)
             return Context(service, None, exc, authenticator=authenticator)
         return Context(service, principal, authenticator=authenticator)
 
@@ -105,6 +106,12 @@ class GraphQLApp(GraphQL[Context, None]):
         return sub_response
 
     def create_response(self, response_data: Any, sub_response: Response) -> Response:
+        if isinstance(response_data, Mapping) and any(
+            (e.get("extensions") or {}).get("code") == ServiceUnavailable.code
+            for e in response_data.get("errors") or []
+        ):
+            # the database is away: the whole answer is a 503, to be retried
+            sub_response.status_code = ServiceUnavailable.http_status
         if not getattr(sub_response, "graphql_response_json", False) or not isinstance(
             response_data, Mapping
         ):
