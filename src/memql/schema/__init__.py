@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import strawberry
+from graphql import GraphQLError, OperationDefinitionNode
 from graphql.validation import MaxIntrospectionDepthRule
 from strawberry.extensions import (
     AddValidationRules,
@@ -12,6 +14,7 @@ from strawberry.extensions import (
     MaxTokensLimiter,
     ParserCache,
     QueryDepthLimiter,
+    SchemaExtension,
     ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
@@ -35,6 +38,25 @@ class MemqlSchema(strawberry.Schema):
             classify(error)
 
 
+class OperationNameRequired(SchemaExtension):
+    """A document of several operations needs `operationName`: GraphQL says so, but Strawberry
+    would run the first one. Refused at validation, so nothing runs."""
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        # the name the request gave (Strawberry's `operation_name` falls back to the first)
+        given = getattr(context, "_provided_operation_name", None)
+        if document is not None and given is None:
+            operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+            if operations > 1:
+                error = GraphQLError(
+                    "this document holds several operations: say which to run with `operationName`"
+                )
+                context.pre_execution_errors = [*(context.pre_execution_errors or []), error]
+        yield
+
+
 def build_schema(*, introspection: bool = True) -> strawberry.Schema:
     extensions: list[Any] = [
         OperationMetrics,
@@ -45,6 +67,8 @@ def build_schema(*, introspection: bool = True) -> strawberry.Schema:
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: ParserCache(maxsize=256),
         lambda: ValidationCache(maxsize=256),
+        # after the validation cache, whose errors it adds to
+        OperationNameRequired,
         AuthoriseEachOperation,
     ]
     if not introspection:
