@@ -23,6 +23,7 @@ from tests.operations import (
     ERASE,
     ERASE_USER,
     GET,
+    HISTORY,
     LIST,
     RECALL,
     RESTORE,
@@ -82,6 +83,41 @@ async def test_no_memory_from_the_policy_is_forbidden_on_every_memory_field(poli
         assert await client.error(query, variables) == "FORBIDDEN"
     viewer = (await client.ok(VIEWER))["viewer"]
     assert viewer["grant"] == {"user": "NONE", "project": "NONE"}
+
+
+@pytest.mark.parametrize("user", ["no-memory", "grant:user=none,project=none"])
+async def test_no_grant_is_forbidden_not_not_found_on_every_operation_by_id(
+    policy_http, tenant, db, user
+):
+    """Whether the memory exists or not: a caller without a grant learns nothing, and is told
+    it may not, rather than that there is nothing."""
+    owner = as_user(policy_http, tenant, "alice")
+    saved = await owner.ok(
+        SAVE,
+        {"input": {"content": "Shared deploy window.", "kind": "TOPICAL", "scope": "PROJECT"}},
+    )
+    existing = saved["saveMemory"]["memory"]["id"]
+    missing = "00000000-0000-4000-8000-000000000000"
+    before = await snapshot(db, tenant.project_id)
+    client = as_user(policy_http, tenant, user)
+    new = {"content": "Replaced.", "kind": "TOPICAL"}
+    for memory_id in (existing, missing):
+        for query, variables in [
+            (GET, {"id": memory_id}),
+            (HISTORY, {"id": memory_id}),
+            (RETIRE, {"id": memory_id}),
+            (RESTORE, {"id": memory_id}),
+            (ERASE, {"id": memory_id}),
+            (SUPERSEDE, {"id": memory_id, "input": new}),
+        ]:
+            assert await client.error(query, variables) == "FORBIDDEN", (query, memory_id)
+    for query, variables in [
+        (RETIRE, {"key": "deploy-window", "scope": "PROJECT"}),
+        (SUPERSEDE, {"key": "deploy-window", "scope": "PROJECT", "input": new}),
+        (ERASE_USER, {}),
+    ]:
+        assert await client.error(query, variables) == "FORBIDDEN", query
+    assert await snapshot(db, tenant.project_id) == before
 
 
 @pytest.mark.parametrize("user", ["forgot-return", "typo", "raises"])

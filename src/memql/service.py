@@ -110,6 +110,13 @@ class MemoryService:
             raise Forbidden(f"this credential may not write {scope.value}-scope memories")
 
     @staticmethod
+    def _require_some_write(principal: Principal) -> None:
+        """Before looking a memory up to change it: a credential that may write nothing is
+        refused as such (FORBIDDEN), whether the memory exists or not, never NOT_FOUND."""
+        if not any(principal.grant.for_scope(s).can_write for s in Scope):
+            raise Forbidden("this credential may not write memories")
+
+    @staticmethod
     def _readable(principal: Principal, scope: Scope | None) -> tuple[Scope, ...]:
         """The scopes a read covers: the one asked for (which must be readable) or every
         readable one (at least one)."""
@@ -307,6 +314,7 @@ class MemoryService:
 
         The new version keeps the old one's key when the input names none.
         """
+        self._require_some_write(principal)
         new = validation.new_memory(raw, self._limits)
         [vector] = await self._embedder.embed([new.content])
         async with self._session(principal) as conn:
@@ -428,6 +436,7 @@ class MemoryService:
         """The memory named by id or by key, with its owner locked and write access checked."""
         if (memory_id is None) == (key is None):
             raise BadInput("name the memory by `id` or by `key`, not both")
+        self._require_some_write(principal)
         readable = principal.grant.readable_scopes()
         if memory_id is not None:
             found = await repo.get(conn, principal, memory_id, readable)
