@@ -149,7 +149,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
                 resources = None
 
     graphql = GraphQLApp(
-        build_schema(introspection=settings.introspection),
+        build_schema(
+            introspection=settings.introspection, max_writes=settings.limits.batch_save
+        ),
         current,
         graphql_ide="graphiql" if settings.graphiql else None,
         # websocket handshakes from these sites' pages (CORS does not cover websockets)

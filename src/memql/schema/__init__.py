@@ -25,6 +25,8 @@ from memql.resolvers.query import Query
 from memql.resolvers.subscription import Subscription
 from memql.schema.asgi import AuthoriseEachOperation
 from memql.schema.errors import classify
+from memql.schema.write_budget import WriteBudget
+from memql.settings import Limits
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -57,7 +59,10 @@ class OperationNameRequired(SchemaExtension):
         yield
 
 
-def build_schema(*, introspection: bool = True) -> strawberry.Schema:
+def build_schema(
+    *, introspection: bool = True, max_writes: int = Limits().batch_save
+) -> strawberry.Schema:
+    """`max_writes`: the memories one request may write, across all its fields and aliases."""
     extensions: list[Any] = [
         OperationMetrics,
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
@@ -69,6 +74,7 @@ def build_schema(*, introspection: bool = True) -> strawberry.Schema:
         lambda: ValidationCache(maxsize=256),
         # after the validation cache, whose errors it adds to
         OperationNameRequired,
+        lambda: WriteBudget(max_writes=max_writes),
         AuthoriseEachOperation,
     ]
     if not introspection:
