@@ -12,6 +12,7 @@ import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
@@ -27,6 +28,7 @@ from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
 from memql.mcp import McpEndpoint
 from memql.realtime import Realtime, open_realtime
+from memql.request_body import BodyLimit
 from memql.schema import build_schema
 from memql.schema.asgi import GraphQLApp
 from memql.service import MemoryService
@@ -146,6 +148,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
     graphql = GraphQLApp(
         build_schema(introspection=settings.introspection),
         current,
+        max_message_bytes=settings.max_body_bytes,
         graphql_ide="graphiql" if settings.graphiql else None,
     )
 
@@ -183,4 +186,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
         Route("/readyz", readyz),
         Route("/metrics", metrics_endpoint),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, max_bytes=settings.max_body_bytes)],
+    )
