@@ -29,6 +29,7 @@ from memql.errors import ConfigurationError
 from memql.mcp import McpEndpoint
 from memql.origins import CrossOrigin
 from memql.realtime import Realtime, open_realtime
+from memql.request_body import BodyLimit
 from memql.schema import build_schema
 from memql.schema.asgi import GraphQLApp
 from memql.service import MemoryService
@@ -153,6 +154,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             introspection=settings.introspection, max_writes=settings.limits.batch_save
         ),
         current,
+        max_message_bytes=settings.max_body_bytes,
         graphql_ide="graphiql" if settings.graphiql else None,
         # websocket handshakes from these sites' pages (CORS does not cover websockets)
         allowed_origins=settings.cors_origins,
@@ -196,5 +198,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(CrossOrigin, origins=settings.cors_origins)],
+        middleware=[
+            Middleware(CrossOrigin, origins=settings.cors_origins),
+            Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        ],
     )

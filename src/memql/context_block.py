@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from memql.model import ContextBlock, Memory
 
 HEADER = "## Memories"
-_BLANK_LINES = re.compile(r"\n\s*\n+")
 
 
 def format_line(memory: Memory) -> str:
-    """One list item: tags (pinned, category, kind), then the content on indented lines."""
-    tags = [memory.category, memory.kind.value]
+    """One list item: tags (pinned, category, kind), then the content on indented lines.
+
+    Every kind of line break (`\\r` alone, U+2028, U+0085, form feed...) ends a line of the
+    content, and every such line is indented, so no memory can start a list item of its own:
+    a project memory is read into other users' prompts. Blank lines are dropped; tags are
+    kept on one line.
+    """
+    tags = [" ".join(memory.category.split()), memory.kind.value]
     if memory.pinned:
         tags.insert(0, "pinned")
-    content = _BLANK_LINES.sub("\n", memory.content.strip().replace("\r\n", "\n"))
-    body = "\n  ".join(line.rstrip() for line in content.split("\n"))
+    lines = [line.rstrip() for line in memory.content.strip().splitlines() if line.strip()]
+    body = "\n  ".join(lines)
     return f"- [{' · '.join(tags)}] {body}"
 
 

@@ -131,12 +131,14 @@ class MemoryService:
 
     # --- writes ---------------------------------------------------------------------------
 
+    @validation.storable_arguments
     async def save(self, principal: Principal, raw: NewMemory) -> SaveResult:
         """Save one memory: CREATED, ABSORBED into a same-kind near-duplicate, or SUPERSEDED
         (its key was live)."""
         [result] = await self.save_many(principal, [raw])
         return result
 
+    @validation.storable_arguments
     async def save_many(self, principal: Principal, raws: Sequence[NewMemory]) -> list[SaveResult]:
         """Save several memories atomically, each with its own outcome, in order.
 
@@ -301,6 +303,7 @@ class MemoryService:
         )
         return SaveResult(SaveOutcome.SUPERSEDED, created, tuple(near), superseded=retired)
 
+    @validation.storable_arguments
     async def supersede(
         self,
         principal: Principal,
@@ -333,6 +336,7 @@ class MemoryService:
             new = replace(new, scope=old.scope)
             return await self._replace(conn, principal, old, new, vector)
 
+    @validation.storable_arguments
     async def retire(
         self,
         principal: Principal,
@@ -348,6 +352,7 @@ class MemoryService:
             await self._emit(conn, principal, "memory.retired", memory)
             return retired
 
+    @validation.storable_arguments
     async def restore(self, principal: Principal, memory_id: uuid.UUID) -> Memory:
         """Bring a retired memory back (not a superseded one: restore its newest version's chain
         by superseding instead)."""
@@ -364,6 +369,7 @@ class MemoryService:
             await self._emit(conn, principal, "memory.restored", memory)
             return restored
 
+    @validation.storable_arguments
     async def erase(self, principal: Principal, memory_id: uuid.UUID) -> EraseResult:
         """Hard-delete a memory with all its versions and the events carrying their content."""
         self._require_server_credential(principal)
@@ -459,11 +465,13 @@ class MemoryService:
 
     # --- reads ----------------------------------------------------------------------------
 
+    @validation.storable_arguments
     async def get(self, principal: Principal, memory_id: uuid.UUID) -> Memory | None:
         scopes = self._readable(principal, None)
         async with self._session(principal) as conn:
             return await repo.get(conn, principal, memory_id, scopes)
 
+    @validation.storable_arguments
     async def history(self, principal: Principal, memory_id: uuid.UUID) -> list[Memory]:
         scopes = self._readable(principal, None)
         async with self._session(principal) as conn:
@@ -472,6 +480,7 @@ class MemoryService:
             raise NotFound("no such memory")
         return versions
 
+    @validation.storable_arguments
     async def list_memories(
         self,
         principal: Principal,
@@ -499,6 +508,7 @@ class MemoryService:
         async with self._session(principal) as conn:
             return await repo.list_page(conn, principal, flt, first, after)
 
+    @validation.storable_arguments
     async def recall(
         self,
         principal: Principal,
@@ -547,6 +557,7 @@ class MemoryService:
             )
         return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in rows]
 
+    @validation.storable_arguments
     async def context(
         self, principal: Principal, *, query: str | None = None, budget: int | None = None
     ) -> ContextBlock:
@@ -576,6 +587,7 @@ class MemoryService:
 
     # --- realtime -------------------------------------------------------------------------
 
+    @validation.storable_arguments
     def memory_events(
         self,
         principal: Principal,

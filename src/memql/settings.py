@@ -64,6 +64,9 @@ class Settings:
     subscriber_queue: int = 1000
     # realtime: seconds between credential checks of a live subscription
     auth_recheck_seconds: float = 3.0
+    # the largest HTTP request body or websocket message; 4 MiB holds a full batch of the
+    # longest memories (100 x 8192 characters, UTF-8) with their sources
+    max_body_bytes: int = 4 * 1024 * 1024
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -121,6 +124,8 @@ class Settings:
             values["subscriber_queue"] = _int("MEMQL_SUBSCRIBER_QUEUE", v, minimum=1)
         if v := env.get("MEMQL_AUTH_RECHECK_SECONDS"):
             values["auth_recheck_seconds"] = _seconds("MEMQL_AUTH_RECHECK_SECONDS", v)
+        if v := env.get("MEMQL_MAX_BODY_BYTES"):
+            values["max_body_bytes"] = _int("MEMQL_MAX_BODY_BYTES", v, minimum=1024)
         s = replace(s, **values)  # type: ignore[arg-type]
         s.validate()
         return s

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import math
 import re
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from memql.errors import BadInput
 from memql.model import NewMemory
@@ -16,6 +20,15 @@ KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
 CATEGORY_MAX = 64
 THREAD_ID_MAX = 256
 SOURCE_MAX_BYTES = 16 * 1024
+# JSON values (`source`) deeper than this are refused before anything serialises them
+JSON_MAX_DEPTH = 32
+# integers in JSON values: what every JSON client and PostgreSQL's bigint agree on
+JSON_INT_RANGE = range(-(2**63), 2**63)
+# PostgreSQL `text` and `jsonb` cannot hold NUL; a lone surrogate (U+D800..U+DFFF) is not a
+# character at all: UTF-8 cannot encode it and the tokenizer refuses it
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# every line break str.splitlines() knows: one line must not hold any of them
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def content(text: str, limits: Limits, *, field: str = "content") -> str:
@@ -47,7 +60,7 @@ def category(value: str | None) -> str:
     if value is None:
         return "general"
     value = value.strip()
-    if not value or len(value) > CATEGORY_MAX or "\n" in value:
+    if not value or len(value) > CATEGORY_MAX or _LINE_BREAK.search(value):
         raise BadInput(
             f"`category` must be 1..{CATEGORY_MAX} characters on one line", field="category"
         )
@@ -119,3 +132,96 @@ def event_cursor(since: str | None) -> int | None:
     if not (text.isascii() and text.isdigit()) or int(text) > 2**63 - 1:
         raise BadInput("`since` is not an event cursor this API returned", argument="since")
     return int(text)
+
+
+# --- what any text or JSON value must be before it reaches the model or the database ---------
+
+
+def storable_text(value: str, *, field: str) -> None:
+    """Refuse NUL and lone surrogates: nothing downstream can hold them."""
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return
+    char = found.group()
+    what = "a NUL character" if char == "\x00" else f"a lone surrogate (U+{ord(char):04X})"
+    raise BadInput(f"`{field}` contains {what}, which cannot be stored", field=field)
+
+
+def storable_json(value: Any, *, field: str) -> None:
+    """Refuse what JSON text or `jsonb` cannot hold: non-finite numbers, integers beyond 64
+    bits, unstorable text in keys or values, nesting deeper than JSON_MAX_DEPTH. Iterative, so
+    no value is too deep to be checked."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            storable_text(item, field=field)
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise BadInput(
+                    f"`{field}` holds a number that is not finite (NaN or Infinity)", field=field
+                )
+        elif isinstance(item, int):
+            if item not in JSON_INT_RANGE:
+                raise BadInput(f"`{field}` holds an integer beyond 64 bits", field=field)
+        elif isinstance(item, dict | list | tuple):
+            if depth >= JSON_MAX_DEPTH:
+                raise BadInput(
+                    f"`{field}` is nested deeper than {JSON_MAX_DEPTH} levels", field=field
+                )
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    stack.append((k, depth + 1))
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in item)
+
+
+def camel(name: str) -> str:
+    """A domain name as the API spells it (`source_thread_ids` -> `sourceThreadIds`)."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def storable(value: Any, *, field: str) -> None:
+    """Check one argument of the service: text, JSON, a save request, or a sequence of them."""
+    if isinstance(value, str):
+        storable_text(value, field=field)
+    elif isinstance(value, dict):
+        storable_json(value, field=field)
+    elif is_dataclass(value) and not isinstance(value, type):
+        for f in fields(value):
+            storable(getattr(value, f.name), field=camel(f.name))
+    elif isinstance(value, list | tuple):
+        batch = len(value) > 1 and all(is_dataclass(v) for v in value)
+        for index, item in enumerate(value):
+            try:
+                storable(item, field=field)
+            except BadInput as exc:
+                if batch:
+                    exc.extensions["index"] = index
+                    exc.message = f"input {index}: {exc.message}"
+                    exc.args = (exc.message,)
+                raise
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise BadInput(f"`{field}` is not a finite number", field=field)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def storable_arguments(method: F) -> F:
+    """Every argument of a service method after the principal is checked with `storable`
+    before the method runs: the one gate between every transport and the database."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        for name, value in list(bound.arguments.items())[2:]:  # self, principal
+            storable(value, field=camel(name))
+        return method(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]

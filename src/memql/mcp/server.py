@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -107,10 +108,18 @@ def _result(body: dict[str, Any], *, is_error: bool = False) -> types.CallToolRe
 
 
 def _error(exc: MemqlError) -> types.CallToolResult:
-    """An expected failure, told to the agent so it can correct itself (same codes as GraphQL)."""
-    return _result(
-        {"error": {"code": exc.code, "message": exc.message, **exc.extensions}}, is_error=True
-    )
+    """An expected failure, told to the agent so it can correct itself (same codes as GraphQL),
+    naming fields as the tools spell them (`source_thread_ids`, not `sourceThreadIds`)."""
+    message, extensions = exc.message, dict(exc.extensions)
+    field = extensions.get("field")
+    if isinstance(field, str):
+        extensions["field"] = _snake(field)
+        message = message.replace(f"`{field}`", f"`{extensions['field']}`")
+    return _result({"error": {"code": exc.code, "message": message, **extensions}}, is_error=True)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 class McpEndpoint:

@@ -9,12 +9,13 @@ from typing import Any
 from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.extensions import SchemaExtension
 
-from memql import web
+from memql import request_body, web
 from memql.access.authenticate import Authenticator
 from memql.access.identity import http_headers
 from memql.errors import MemqlError, NotEntitled, ServiceUnavailable, Unauthenticated
@@ -62,10 +63,29 @@ class GraphQLApp(GraphQL[Context, None]):
         self,
         schema: Any,
         resources: Callable[[], tuple[MemoryService, Authenticator]],
+        *,
+        max_message_bytes: int,
         **options: Any,
     ) -> None:
         super().__init__(schema, **options)
         self._resources = resources
+        self._max_message_bytes = max_message_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            response = await self.run(Request(scope=scope, receive=receive))
+        except HTTPException as exc:
+            # refused before execution (unreadable body, not entitled...): still JSON, with a code
+            response = request_body.error_response(exc.status_code, exc.reason)
+        await response(scope, receive, send)
+
+    # every JSON the endpoint reads (a POST body, GET variables, a websocket message) is
+    # bounded: too large, too deep or unreadable numbers are malformed JSON, not a crash
+    def decode_json(self, data: str | bytes) -> object:
+        return request_body.decode(data, max_bytes=self._max_message_bytes)
 
     @property
     def graphql_ide_html(self) -> str:

@@ -1,0 +1,114 @@
+"""Request bodies: a size limit on every HTTP route, JSON decoding that fails as bad input
+(never as a crash), and the JSON body of a refused request.
+
+Python's `json` raises RecursionError on deeply nested input and ValueError on integers longer
+than `sys.get_int_max_str_digits()`; both are turned into `UnreadableJson`, a JSONDecodeError,
+so every caller that handles malformed JSON handles these too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# one `errors[].extensions.code` per HTTP status memql refuses a whole request with
+STATUS_CODES = {
+    400: "BAD_USER_INPUT",
+    401: "UNAUTHENTICATED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "PAYLOAD_TOO_LARGE",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
+class UnreadableJson(json.JSONDecodeError):
+    """JSON that is too large, too deep or holds a number Python will not convert."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "", 0)
+        self.msg = message
+
+
+def decode(data: str | bytes, *, max_bytes: int) -> Any:
+    """`json.loads`, bounded: larger than `max_bytes`, nested past the interpreter's recursion
+    limit or holding an overlong integer raises UnreadableJson."""
+    if len(data) > max_bytes:
+        raise UnreadableJson(f"the message is larger than {max_bytes} bytes")
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise UnreadableJson("the JSON is nested too deeply") from None
+    except ValueError as exc:  # an integer with more digits than Python converts
+        raise UnreadableJson(f"the JSON holds a number that cannot be read: {exc}") from None
+
+
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """A refused request, shaped like a GraphQL error: `{"errors": [{message, extensions}]}`."""
+    code = STATUS_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_SERVER_ERROR")
+    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    return JSONResponse(body, status_code=status)
+
+
+class BodyLimit:
+    """ASGI middleware: an HTTP request body larger than `max_bytes` is answered 413 before the
+    app sees it. The body is read whole first (it is at most `max_bytes`), so an app that fails
+    halfway through reading never has to."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # what follows the body: a disconnect
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # the rest of the body is read and dropped (nothing is kept): a client still sending
+        # when the answer comes would see a reset connection instead of the 413
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                break
+        response = error_response(
+            413, f"the request body is larger than {self.max_bytes} bytes (MEMQL_MAX_BODY_BYTES)"
+        )
+        await response(scope, receive, send)
