@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime, time
 
 from memql.model import ContextBlock, Memory
 
@@ -11,14 +12,24 @@ HEADER = "## Memories"
 _BLANK_LINES = re.compile(r"\n\s*\n+")
 
 
+def format_when(occurred_at: datetime) -> str:
+    """An event time as a prompt shows it: the UTC date, and the time unless it is midnight."""
+    at = occurred_at.astimezone(UTC)
+    if at.time() == time(0, 0):
+        return at.strftime("%Y-%m-%d")
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
 def format_line(memory: Memory) -> str:
-    """One list item: tags (pinned, category, kind), then the content on indented lines."""
+    """One list item: tags (pinned, category, kind), the event time of a dated memory in
+    parentheses, then the content on indented lines."""
     tags = [memory.category, memory.kind.value]
     if memory.pinned:
         tags.insert(0, "pinned")
     content = _BLANK_LINES.sub("\n", memory.content.strip().replace("\r\n", "\n"))
     body = "\n  ".join(line.rstrip() for line in content.split("\n"))
-    return f"- [{' · '.join(tags)}] {body}"
+    when = f"({format_when(memory.occurred_at)}) " if memory.occurred_at is not None else ""
+    return f"- [{' · '.join(tags)}] {when}{body}"
 
 
 def omitted_note(omitted: int) -> str:

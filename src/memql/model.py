@@ -98,6 +98,8 @@ class Memory:
     supersedes: uuid.UUID | None
     superseded_by: uuid.UUID | None
     embedding_model: str
+    # when the event an episodic memory records happened (createdAt is when memql learned it)
+    occurred_at: datetime | None = None
 
     def effective_invalidation(self, now: datetime) -> tuple[datetime | None, str | None]:
         """An expired memory reads as invalidated at its expiry, with reason 'expired'."""
@@ -120,6 +122,7 @@ class NewMemory:
     source_thread_ids: tuple[str, ...] = ()
     source: dict[str, Any] | None = None
     expires_at: datetime | None = None
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,14 @@ class RecallHit:
 
 
 @dataclass(frozen=True)
+class TimeRange:
+    """Instants in [after, before); an end left None is open."""
+
+    after: datetime | None = None
+    before: datetime | None = None
+
+
+@dataclass(frozen=True)
 class MemoryFilter:
     scopes: tuple[Scope, ...]
     kind: Kind | None = None
@@ -163,6 +174,8 @@ class MemoryFilter:
     pinned: bool | None = None
     contains: str | None = None
     include_invalidated: bool = False
+    # a memory without an event time is outside every `occurred` range that has an end
+    occurred: TimeRange = TimeRange()
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from memql.model import (
     SaveResult,
     Scope,
     Signals,
+    TimeRange,
     Weights,
 )
 from memql.settings import Settings
@@ -166,6 +167,8 @@ class MemoryService:
                     d
                     for d in near
                     if d.memory.kind is new.kind
+                    # two dated events are two events, however alike their words
+                    and d.memory.occurred_at == new.occurred_at
                     and dedup.may_absorb(
                         d.memory.content,
                         new.content,
@@ -457,6 +460,8 @@ class MemoryService:
         pinned: bool | None = None,
         contains: str | None = None,
         include_invalidated: bool = False,
+        occurred_after: datetime | None = None,
+        occurred_before: datetime | None = None,
         first: int | None = None,
         after: str | None = None,
     ) -> Page:
@@ -470,6 +475,7 @@ class MemoryService:
             pinned=pinned,
             contains=contains or None,
             include_invalidated=include_invalidated,
+            occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
         )
         async with self._session(principal) as conn:
             return await repo.list_page(conn, principal, flt, first, after)
@@ -483,11 +489,14 @@ class MemoryService:
         scope: Scope | None = None,
         kinds: Sequence[Kind] | None = None,
         categories: Sequence[str] | None = None,
+        occurred_after: datetime | None = None,
+        occurred_before: datetime | None = None,
     ) -> list[RecallHit]:
         """The most relevant live memories for `query`, best first; score in [0, 1]."""
         limit = validation.bounded(
             limit, self._limits.recall_default, self._limits.recall_max, field="limit"
         )
+        occurred = validation.time_range(occurred_after, occurred_before, field="occurred")
         return await self._recall(
             principal,
             validation.content(query, self._limits, field="query"),
@@ -495,6 +504,7 @@ class MemoryService:
             self._readable(principal, scope),
             kinds,
             categories,
+            occurred,
         )
 
     async def _recall(
@@ -505,6 +515,7 @@ class MemoryService:
         scopes: tuple[Scope, ...],
         kinds: Sequence[Kind] | None = None,
         categories: Sequence[str] | None = None,
+        occurred: TimeRange = TimeRange(),
     ) -> list[RecallHit]:
         [vector] = await self._embedder.embed([query])
         async with self._session(principal) as conn:
@@ -519,6 +530,7 @@ class MemoryService:
                 categories=categories,
                 weights=self._weights,
                 limit=limit,
+                occurred=occurred,
             )
         return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in rows]
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memql.errors import BadInput
-from memql.model import NewMemory
+from memql.model import NewMemory, TimeRange
 from memql.settings import Limits
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
@@ -89,6 +89,23 @@ def expires_at(value: datetime | None, now: datetime) -> datetime | None:
     return value
 
 
+def instant(value: datetime | None) -> datetime | None:
+    """A point in time; one given without a zone is taken as UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def time_range(after: datetime | None, before: datetime | None, *, field: str) -> TimeRange:
+    """The range [after, before) of `<field>After` / `<field>Before`; it must not be empty."""
+    rng = TimeRange(instant(after), instant(before))
+    if rng.after is not None and rng.before is not None and rng.after >= rng.before:
+        raise BadInput(
+            f"`{field}After` must be earlier than `{field}Before`", field=f"{field}After"
+        )
+    return rng
+
+
 def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> NewMemory:
     """A cleaned copy of `raw`, or BadInput naming the first field that breaks a rule."""
     now = now or datetime.now(UTC)
@@ -100,6 +117,7 @@ def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> N
         source_thread_ids=thread_ids(raw.source_thread_ids, limits),
         source=source(raw.source),
         expires_at=expires_at(raw.expires_at, now),
+        occurred_at=instant(raw.occurred_at),
     )
 
 

@@ -28,6 +28,7 @@ from memql.model import (
     Page,
     Principal,
     Scope,
+    TimeRange,
     Weights,
 )
 
@@ -36,7 +37,8 @@ Conn = AsyncConnection[Any]
 MEMORY_COLUMNS = """
     m.id, m.project_id, m.scope, m.owner_id, m.kind, m.content, m.key, m.category, m.pinned,
     m.source_thread_ids, m.source, m.created_by, m.created_at, m.updated_at, m.expires_at,
-    m.invalidated_at, m.invalidation_reason, m.supersedes, m.superseded_by, m.embedding_model
+    m.invalidated_at, m.invalidation_reason, m.supersedes, m.superseded_by, m.embedding_model,
+    m.occurred_at
 """
 
 # The rows a principal may see in the scopes it asks for: its own user scope and the shared
@@ -81,6 +83,7 @@ def memory_from_row(row: dict[str, Any]) -> Memory:
         supersedes=row["supersedes"],
         superseded_by=row["superseded_by"],
         embedding_model=row["embedding_model"],
+        occurred_at=row["occurred_at"],
     )
 
 
@@ -133,12 +136,12 @@ async def insert_memory(
         insert into memories as m (
             id, project_id, scope, owner_id, kind, content, key, category, pinned,
             source_thread_ids, source, created_by, created_at, updated_at, expires_at,
-            supersedes, embedding_model, embedding)
+            supersedes, embedding_model, embedding, occurred_at)
         values (
             %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(kind)s, %(content)s, %(key)s,
             %(category)s, %(pinned)s, %(source_thread_ids)s, %(source)s, %(created_by)s,
             clock_timestamp(), clock_timestamp(), %(expires_at)s, %(supersedes)s, %(model)s,
-            %(embedding)s)
+            %(embedding)s, %(occurred_at)s)
         returning {MEMORY_COLUMNS}
     """
     memory = await _fetch_memory(
@@ -161,6 +164,7 @@ async def insert_memory(
             "supersedes": supersedes,
             "model": model,
             "embedding": embedding,
+            "occurred_at": new.occurred_at,
         },
     )
     assert memory is not None
@@ -357,6 +361,16 @@ async def near_duplicates(
         ]
 
 
+def _in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[str, Any]) -> None:
+    """Add the conditions that keep `m.<column>` in `rng` ([after, before))."""
+    if rng.after is not None:
+        conditions.append(f"m.{column} >= %({column}_after)s")
+        params[f"{column}_after"] = rng.after
+    if rng.before is not None:
+        conditions.append(f"m.{column} < %({column}_before)s")
+        params[f"{column}_before"] = rng.before
+
+
 def encode_cursor(memory: Memory) -> str:
     raw = f"{memory.created_at.isoformat()}|{memory.id}"
     return base64.urlsafe_b64encode(raw.encode()).decode()
@@ -390,6 +404,7 @@ async def list_page(
     if flt.contains:
         conditions.append("strpos(lower(m.content), lower(%(contains)s)) > 0")
         params["contains"] = flt.contains
+    _in_range("occurred_at", flt.occurred, conditions, params)
     if after is not None:
         created, ident = decode_cursor(after)
         conditions.append("(m.created_at, m.id) < (%(after_created)s, %(after_id)s)")
@@ -428,6 +443,7 @@ async def recall(
     categories: Sequence[str] | None,
     weights: Weights,
     limit: int,
+    occurred: TimeRange = TimeRange(),
 ) -> list[tuple[Memory, float, dict[str, float]]]:
     """Rank the principal's live memories of `model` against `query`; best first.
 
@@ -458,6 +474,7 @@ async def recall(
     if categories:
         filters.append("m.category = any(%(categories)s)")
         params["categories"] = list(categories)
+    _in_range("occurred_at", occurred, filters, params)
     where = " and ".join(f"({c})" for c in filters)
     own = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
     shared = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
@@ -583,9 +600,9 @@ async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: 
             id, project_id, scope, owner_id, kind, content, key, category, pinned,
             source_thread_ids, source, created_by, created_at, updated_at, expires_at,
             invalidated_at, invalidation_reason, supersedes, superseded_by, embedding_model,
-            embedding)
+            embedding, occurred_at)
         values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-            %s, %s)
+            %s, %s, %s)
         on conflict (id) do nothing
         """,
         (
@@ -610,6 +627,7 @@ async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: 
             memory.superseded_by,
             model,
             embedding,
+            memory.occurred_at,
         ),
     )
     return cur.rowcount == 1
@@ -630,6 +648,7 @@ def snapshot(memory: Memory) -> dict[str, Any]:
                 "sourceThreadIds": list(memory.source_thread_ids),
                 "source": memory.source,
                 "expiresAt": memory.expires_at,
+                "occurredAt": memory.occurred_at,
                 "supersedes": memory.supersedes,
             },
             default=str,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated
+
 import strawberry
 
 from memql.schema.context import Info, parse_id
@@ -16,6 +19,15 @@ from memql.schema.types import (
     RecallHit,
     Viewer,
 )
+
+OccurredAfter = Annotated[
+    datetime | None,
+    strawberry.argument(description="Only memories whose event happened at or after this."),
+]
+OccurredBefore = Annotated[
+    datetime | None,
+    strawberry.argument(description="Only memories whose event happened before this."),
+]
 
 
 @strawberry.type
@@ -48,6 +60,8 @@ class Query:
         include_invalidated: bool = False,
         first: int = 50,
         after: str | None = None,
+        occurred_after: OccurredAfter = None,
+        occurred_before: OccurredBefore = None,
     ) -> MemoryConnection:
         page = await info.context.service.list_memories(
             info.context.principal,
@@ -57,6 +71,8 @@ class Query:
             pinned=pinned,
             contains=contains,
             include_invalidated=include_invalidated,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
             first=first,
             after=after,
         )
@@ -78,6 +94,8 @@ class Query:
         scope: MemoryScope | None = None,
         kinds: list[MemoryKind] | None = None,
         categories: list[str] | None = None,
+        occurred_after: OccurredAfter = None,
+        occurred_before: OccurredBefore = None,
     ) -> list[RecallHit]:
         hits = await info.context.service.recall(
             info.context.principal,
@@ -86,6 +104,8 @@ class Query:
             scope=scope,
             kinds=kinds,
             categories=categories,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
         )
         return [RecallHit.from_domain(h) for h in hits]
 

@@ -45,6 +45,10 @@ class Memory:
         description="Refreshed when a near-duplicate is absorbed."
     )
     expires_at: datetime | None
+    occurred_at: datetime | None = strawberry.field(
+        description="When the event an episodic memory records happened (createdAt is when"
+        " it was learned); null when not given."
+    )
     invalidated_at: datetime | None = strawberry.field(
         description="Set when retired, superseded or expired."
     )
@@ -75,6 +79,7 @@ class Memory:
             created_at=m.created_at,
             updated_at=m.updated_at,
             expires_at=m.expires_at,
+            occurred_at=m.occurred_at,
             invalidated_at=invalidated_at,
             invalidation_reason=reason,
             supersedes=strawberry.ID(str(m.supersedes)) if m.supersedes else None,
