@@ -129,6 +129,15 @@ def bounded(value: int | None, default: int, maximum: int, *, field: str) -> int
     return value
 
 
+def score(value: float | None, *, field: str) -> float:
+    """A score bound in [0, 1]; None is 0 (no bound)."""
+    if value is None:
+        return 0.0
+    if not 0.0 <= value <= 1.0:
+        raise BadInput(f"`{field}` must be between 0 and 1", field=field)
+    return value
+
+
 def event_cursor(since: str | None) -> int | None:
     """A `since` argument: the cursor of an event (a non-negative integer, as a string)."""
     if since is None:

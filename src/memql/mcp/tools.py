@@ -77,6 +77,13 @@ class RecallArgs(Args):
     categories: list[str] | None = Field(None, description="Only these categories.")
     occurred_after: datetime | None = Field(None, description=OCCURRED_AFTER_HELP)
     occurred_before: datetime | None = Field(None, description=OCCURRED_BEFORE_HELP)
+    min_score: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Only memories scoring at least this (0..1); e.g. 0.3 keeps out memories"
+        " unrelated to the query.",
+    )
 
 
 class ListArgs(Args):
@@ -255,6 +262,7 @@ async def _recall(service: MemoryService, principal: Principal, a: RecallArgs) -
         categories=a.categories,
         occurred_after=a.occurred_after,
         occurred_before=a.occurred_before,
+        min_score=a.min_score,
     )
     return {
         "memories": [{**memory_json(h.memory), "score": round(h.score, 4)} for h in hits],
