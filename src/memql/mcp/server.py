@@ -16,7 +16,6 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
 
@@ -28,11 +27,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from memql import metrics
 from memql.errors import BadInput, Forbidden, MemqlError, Unauthenticated
+from memql.http_errors import error_response
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
 from memql.model import Principal
@@ -152,7 +152,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self._manager
         if manager is None:
-            await PlainTextResponse("starting", status_code=503)(scope, receive, send)
+            await error_response(503, "starting")(scope, receive, send)
             return
         _, authenticator = self._resources()
         try:
@@ -245,16 +245,18 @@ def _refusal(exc: MemqlError) -> Response:
     """The HTTP answer to credentials that do not open /mcp."""
     if exc.http_status is not None:
         # not entitled (404) or credentials unresolvable (503): reveal nothing more
-        return PlainTextResponse(HTTPStatus(exc.http_status).phrase, status_code=exc.http_status)
-    body = {"error": {"code": exc.code, "message": exc.message}}
+        return error_response(exc.http_status)
     if isinstance(exc, Unauthenticated):
-        return JSONResponse(
-            body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="memql"'}
+        return error_response(
+            401,
+            exc.message,
+            code=exc.code,
+            headers={"WWW-Authenticate": 'Bearer realm="memql"'},
         )
     if isinstance(exc, Forbidden):
-        return JSONResponse(body, status_code=403)
+        return error_response(403, exc.message, code=exc.code)
     # a broken access policy: already logged with its error id; serve nothing
-    return JSONResponse(body, status_code=500)
+    return error_response(500, exc.message, code=exc.code, **exc.extensions)
 
 
 def _writes(principal: Principal) -> bool:

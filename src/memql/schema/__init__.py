@@ -34,7 +34,9 @@ class MemqlSchema(strawberry.Schema):
             classify(error)
 
 
-def build_schema(*, introspection: bool = True) -> strawberry.Schema:
+def build_schema(*, introspection: bool = True, batch_max: int = 0) -> strawberry.Schema:
+    """The schema with memql's limits; `batch_max` > 0 lets one POST carry that many
+    operations (a JSON array), each run like a request of its own."""
     extensions: list[Any] = [
         OperationMetrics,
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
@@ -54,7 +56,10 @@ def build_schema(*, introspection: bool = True) -> strawberry.Schema:
         mutation=Mutation,
         subscription=Subscription,
         extensions=extensions,
-        config=StrawberryConfig(disable_field_suggestions=not introspection),
+        config=StrawberryConfig(
+            disable_field_suggestions=not introspection,
+            batching_config={"max_operations": batch_max} if batch_max else None,
+        ),
     )
 
 
