@@ -115,6 +115,18 @@ def test_the_store_keeps_the_most_recently_used_queries_up_to_its_capacity():
     assert len(store) == 2
 
 
+def test_the_store_is_bounded_by_characters_too():
+    store = PersistedQueries(100, max_chars=30)
+    store.put("a", "a" * 12)
+    store.put("b", "b" * 12)
+    store.put("c", "c" * 12)  # 36 characters: the oldest goes
+    assert (store.get("a"), len(store)) == (None, 2)
+    store.put("huge", "x" * 31)  # longer than the whole budget: not kept, nothing evicted
+    assert (store.get("huge"), len(store)) == (None, 2)
+    store.put("b", "b" * 12)  # the same hash again counts once
+    assert (store.get("b"), store.get("c")) == ("b" * 12, "c" * 12)
+
+
 async def test_batches_are_refused_as_json_when_batching_is_off(http, tenant):
     batch = [{"query": VIEWER}, {"query": VIEWER}]
     response = await http.post("/graphql", json=batch, headers=headers(tenant))

@@ -51,11 +51,15 @@ def not_supported() -> GraphQLError:
 
 
 class PersistedQueries:
-    """At most `capacity` queries by hash, least recently used out first."""
+    """At most `capacity` queries by hash and `max_chars` characters of them in all, least
+    recently used out first (comments make a query long without making it costly to run, so
+    the count alone would not bound the memory)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_chars: int = 8_000_000) -> None:
         self.capacity = capacity
+        self.max_chars = max_chars
         self._queries: OrderedDict[str, str] = OrderedDict()
+        self._chars = 0
 
     def get(self, sha256: str) -> str | None:
         query = self._queries.get(sha256)
@@ -64,10 +68,16 @@ class PersistedQueries:
         return query
 
     def put(self, sha256: str, query: str) -> None:
+        if len(query) > self.max_chars:
+            return
+        previous = self._queries.pop(sha256, None)
+        if previous is not None:
+            self._chars -= len(previous)
         self._queries[sha256] = query
-        self._queries.move_to_end(sha256)
-        while len(self._queries) > self.capacity:
-            self._queries.popitem(last=False)
+        self._chars += len(query)
+        while len(self._queries) > self.capacity or self._chars > self.max_chars:
+            _, evicted = self._queries.popitem(last=False)
+            self._chars -= len(evicted)
 
     def __len__(self) -> int:
         return len(self._queries)
