@@ -2,7 +2,7 @@
 
 MEMORY_FIELDS = """
     id kind scope content key category pinned sourceThreadIds source createdAt updatedAt
-    expiresAt invalidatedAt invalidationReason supersedes supersededBy embeddingModel
+    expiresAt invalidatedAt invalidationReason supersedes supersededBy embeddingModel occurredAt
 """
 
 SAVE = f"""

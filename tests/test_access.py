@@ -434,6 +434,7 @@ async def test_credentials_that_cannot_be_resolved_fail_closed_with_503(
             await proxy.stop()
             response = await http.post("/graphql", json={"query": VIEWER}, headers=client.headers())
             assert response.status_code == 503
+            assert response.json()["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
             assert "memor" not in response.text.lower()
     finally:
         await proxy.stop()

@@ -224,6 +224,7 @@ async def test_preflight_answers_name_the_origin_and_the_credential_headers(site
             assert "access-control-allow-credentials" not in ok.headers
             refused = await http.options(path, headers={"Origin": unlisted, **ask})
             assert refused.status_code == 400
+            assert refused.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
             assert "access-control-allow-origin" not in refused.headers
         # the health endpoints are not part of the cross-origin API
         health = await http.get("/healthz", headers={"Origin": listed})

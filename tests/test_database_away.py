@@ -112,6 +112,6 @@ async def test_websocket_operations_and_mcp_get_service_unavailable_while_the_da
             "/mcp", json=MCP_LIST, headers={**MCP_HEADERS, **headers(tenant, "mcp-user")}
         )
         assert mcp.status_code == 503
-        assert mcp.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
+        assert mcp.json()["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
         assert time.monotonic() - started < PROMPT
     await asyncio.sleep(0)

@@ -388,7 +388,7 @@ async def test_mcp_without_valid_credentials_is_401(http: httpx.AsyncClient, ten
     accept = {"Accept": "application/json, text/event-stream"}
     missing = await http.post("/mcp", json=initialize, headers=accept)
     assert missing.status_code == 401
-    assert missing.json()["error"]["code"] == "UNAUTHENTICATED"
+    assert missing.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
     wrong = await http.post(
         "/mcp",
         json=initialize,
@@ -427,4 +427,4 @@ async def test_a_broken_access_policy_serves_no_tools(granted_server, tenant):
             },
         )
     assert response.status_code == 500
-    assert response.json()["error"]["code"] == "INTERNAL_SERVER_ERROR"
+    assert response.json()["errors"][0]["extensions"]["code"] == "INTERNAL_SERVER_ERROR"

@@ -9,15 +9,15 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import psycopg
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from memql import metrics, web
+from memql import http_errors, metrics, web
 from memql.access.authenticate import Authenticator, policy_from
 from memql.db import embedding_space as space
 from memql.db import tenants
@@ -27,6 +27,7 @@ from memql.db.pool import open_pool, system_connection
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
 from memql.mcp import McpEndpoint
+from memql.metrics_http import metrics_endpoint, serve_metrics, warn_if_public
 from memql.origins import CrossOrigin
 from memql.realtime import Realtime, open_realtime
 from memql.request_body import BodyLimit
@@ -142,6 +143,10 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             metrics.watch_pool(pool)
             stack.callback(metrics.watch_pool, None)
             await stack.enter_async_context(mcp.running())
+            if settings.metrics_port is not None:
+                await stack.enter_async_context(serve_metrics(settings, settings.metrics_port))
+            else:
+                warn_if_public(settings)
             resources = Resources(pool, active, service, Authenticator(pool, policy), realtime)
             log.info("memql ready (embedder %s)", active.model)
             try:
@@ -151,10 +156,13 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
 
     graphql = GraphQLApp(
         build_schema(
-            introspection=settings.introspection, max_writes=settings.limits.batch_save
+            introspection=settings.introspection,
+            max_writes=settings.limits.batch_save,
+            batch_max=settings.batch_max,
         ),
         current,
         max_message_bytes=settings.max_body_bytes,
+        persisted_queries=settings.persisted_queries,
         graphql_ide="graphiql" if settings.graphiql else None,
         # websocket handshakes from these sites' pages (CORS does not cover websockets)
         allowed_origins=settings.cors_origins,
@@ -167,13 +175,23 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
 
     async def readyz(request: Request) -> Response:
         if resources is None:
-            return JSONResponse({"status": "starting"}, status_code=503)
+            return JSONResponse(
+                {"status": "starting", **http_errors.error_body("starting", "SERVICE_UNAVAILABLE")},
+                status_code=503,
+            )
         try:
             async with resources.pool.connection(timeout=2) as conn:
                 await conn.execute("select 1")
         except Exception as exc:
             log.warning("readiness check failed: %s", exc)
-            return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
+            return JSONResponse(
+                {
+                    "status": "unavailable",
+                    "database": "down",
+                    **http_errors.error_body("the database is down", "SERVICE_UNAVAILABLE"),
+                },
+                status_code=503,
+            )
         return JSONResponse(
             {
                 "status": "ready",
@@ -183,18 +201,16 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             }
         )
 
-    async def metrics_endpoint(request: Request) -> Response:
-        return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
-
     routes = [
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
-        Route("/metrics", metrics_endpoint),
         *web.routes(),
     ]
+    if settings.metrics_port is None:
+        routes.append(Route("/metrics", metrics_endpoint(settings.metrics_token)))
     return Starlette(
         routes=routes,
         lifespan=lifespan,
@@ -202,4 +218,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             Middleware(CrossOrigin, origins=settings.cors_origins),
             Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
         ],
+        # refusals are JSON like every other error (errors[].extensions.code)
+        exception_handlers={
+            HTTPException: http_errors.http_exception,
+            Exception: http_errors.unexpected,
+        },
     )

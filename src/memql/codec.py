@@ -44,6 +44,7 @@ def memory_to_dict(m: Memory) -> dict[str, Any]:
         "supersedes": str(m.supersedes) if m.supersedes else None,
         "superseded_by": str(m.superseded_by) if m.superseded_by else None,
         "embedding_model": m.embedding_model,
+        "occurred_at": _time(m.occurred_at),
     }
 
 
@@ -74,4 +75,6 @@ def memory_from_dict(d: dict[str, Any], *, project_id: uuid.UUID | None = None) 
         supersedes=_uuid(d.get("supersedes")),
         superseded_by=_uuid(d.get("superseded_by")),
         embedding_model=str(d["embedding_model"]),
+        # absent from records exported before memories had an event time
+        occurred_at=parse_time(d.get("occurred_at")),
     )

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, time
 
 from memql.model import ContextBlock, Memory
 
 HEADER = "## Memories"
 
 
+def format_when(occurred_at: datetime) -> str:
+    """An event time as a prompt shows it: the UTC date, and the time unless it is midnight."""
+    at = occurred_at.astimezone(UTC)
+    if at.time() == time(0, 0):
+        return at.strftime("%Y-%m-%d")
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
 def format_line(memory: Memory) -> str:
-    """One list item: tags (pinned, category, kind), then the content on indented lines.
+    """One list item: tags (pinned, category, kind), the event time of a dated memory in
+    parentheses, then the content on indented lines.
 
     Every kind of line break (`\\r` alone, U+2028, U+0085, form feed...) ends a line of the
     content, and every such line is indented, so no memory can start a list item of its own:
@@ -22,7 +32,8 @@ def format_line(memory: Memory) -> str:
         tags.insert(0, "pinned")
     lines = [line.rstrip() for line in memory.content.strip().splitlines() if line.strip()]
     body = "\n  ".join(lines)
-    return f"- [{' · '.join(tags)}] {body}"
+    when = f"({format_when(memory.occurred_at)}) " if memory.occurred_at is not None else ""
+    return f"- [{' · '.join(tags)}] {when}{body}"
 
 
 def omitted_note(omitted: int) -> str:

@@ -98,6 +98,8 @@ class Memory:
     supersedes: uuid.UUID | None
     superseded_by: uuid.UUID | None
     embedding_model: str
+    # when the event an episodic memory records happened (createdAt is when memql learned it)
+    occurred_at: datetime | None = None
 
     def effective_invalidation(self, now: datetime) -> tuple[datetime | None, str | None]:
         """An expired memory reads as invalidated at its expiry, with reason 'expired'."""
@@ -120,6 +122,7 @@ class NewMemory:
     source_thread_ids: tuple[str, ...] = ()
     source: dict[str, Any] | None = None
     expires_at: datetime | None = None
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,32 @@ class RecallHit:
     signals: Signals
 
 
+class OrderField(enum.Enum):
+    CREATED_AT = "created_at"
+    UPDATED_AT = "updated_at"
+
+
+class SortDirection(enum.Enum):
+    ASC = "asc"
+    DESC = "desc"
+
+
+@dataclass(frozen=True)
+class Order:
+    """How a list is sorted; the id breaks ties in the same direction."""
+
+    field: OrderField = OrderField.CREATED_AT
+    direction: SortDirection = SortDirection.DESC
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """Instants in [after, before); an end left None is open."""
+
+    after: datetime | None = None
+    before: datetime | None = None
+
+
 @dataclass(frozen=True)
 class MemoryFilter:
     scopes: tuple[Scope, ...]
@@ -163,14 +192,26 @@ class MemoryFilter:
     pinned: bool | None = None
     contains: str | None = None
     include_invalidated: bool = False
+    created: TimeRange = TimeRange()
+    updated: TimeRange = TimeRange()
+    # a memory without an event time is outside every `occurred` range that has an end
+    occurred: TimeRange = TimeRange()
+    # memories whose `source` contains this object (JSON containment)
+    source: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Page:
+    """One page of a list, in the list's order, with a cursor per memory."""
+
     memories: list[Memory]
     cursors: list[str]
     has_next_page: bool
     end_cursor: str | None = None
+    has_previous_page: bool = False
+    start_cursor: str | None = None
+    # the filter the page was read with, to count every memory it admits
+    filter: MemoryFilter | None = None
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memql.http_errors import error_response
 
 API_PATHS = frozenset({"/graphql", "/mcp"})
 
@@ -27,6 +31,18 @@ ALLOW_HEADERS = (
 EXPOSE_HEADERS = ("Mcp-Session-Id", "Mcp-Protocol-Version", "Retry-After")
 
 
+class _Cors(CORSMiddleware):
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code == 200:
+            return response
+        # a refused preflight is JSON like every other refusal (errors[].extensions.code)
+        kept = {
+            k: v for k, v in response.headers.items() if k not in ("content-length", "content-type")
+        }
+        return error_response(response.status_code, bytes(response.body).decode(), headers=kept)
+
+
 class CrossOrigin:
     """Answers preflights and adds `Access-Control-*` headers for `origins` on the API paths."""
 
@@ -34,7 +50,7 @@ class CrossOrigin:
         self.app = app
         self.cors: ASGIApp | None = None
         if origins:
-            self.cors = CORSMiddleware(
+            self.cors = _Cors(
                 app,
                 allow_origins=list(origins),
                 allow_methods=("GET", "POST", "DELETE"),

@@ -1,5 +1,5 @@
-"""Request bodies: a size limit on every HTTP route, JSON decoding that fails as bad input
-(never as a crash), and the JSON body of a refused request.
+"""Request bodies: a size limit on every HTTP route, and JSON decoding that fails as bad input
+(never as a crash).
 
 Python's `json` raises RecursionError on deeply nested input and ValueError on integers longer
 than `sys.get_int_max_str_digits()`; both are turned into `UnreadableJson`, a JSONDecodeError,
@@ -12,19 +12,9 @@ import json
 from typing import Any
 
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# one `errors[].extensions.code` per HTTP status memql refuses a whole request with
-STATUS_CODES = {
-    400: "BAD_USER_INPUT",
-    401: "UNAUTHENTICATED",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    413: "PAYLOAD_TOO_LARGE",
-    503: "SERVICE_UNAVAILABLE",
-}
+from memql.http_errors import error_response
 
 
 class UnreadableJson(json.JSONDecodeError):
@@ -48,15 +38,6 @@ def decode(data: str | bytes, *, max_bytes: int) -> Any:
         raise UnreadableJson("the JSON is nested too deeply") from None
     except ValueError as exc:  # an integer with more digits than Python converts
         raise UnreadableJson(f"the JSON holds a number that cannot be read: {exc}") from None
-
-
-def error_response(
-    status: int, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    """A refused request, shaped like a GraphQL error: `{"errors": [{message, extensions}]}`."""
-    code = STATUS_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_SERVER_ERROR")
-    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
-    return JSONResponse(body, status_code=status)
 
 
 class BodyLimit:

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from memql import dedup, metrics, validation
+from memql import dedup, metrics, pagination, validation
 from memql.context_block import format_context
 from memql.db import repository as repo
 from memql.db.repository import Conn
@@ -28,6 +28,7 @@ from memql.model import (
     MemoryEvent,
     MemoryFilter,
     NewMemory,
+    Order,
     Page,
     Principal,
     RecallHit,
@@ -35,6 +36,7 @@ from memql.model import (
     SaveResult,
     Scope,
     Signals,
+    TimeRange,
     Weights,
 )
 from memql.settings import Settings
@@ -191,6 +193,8 @@ class MemoryService:
                     d
                     for d in near
                     if d.memory.kind is new.kind
+                    # two dated events are two events, however alike their words
+                    and d.memory.occurred_at == new.occurred_at
                     and dedup.may_absorb(
                         d.memory.content,
                         new.content,
@@ -491,12 +495,32 @@ class MemoryService:
         pinned: bool | None = None,
         contains: str | None = None,
         include_invalidated: bool = False,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        occurred_after: datetime | None = None,
+        occurred_before: datetime | None = None,
+        source: dict[str, Any] | None = None,
+        order: Order | None = None,
         first: int | None = None,
         after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Page:
-        first = validation.bounded(
-            first, self._limits.list_default, self._limits.list_max, field="first"
-        )
+        """A page of the memories the filters admit, newest created first unless `order` says
+        otherwise: the `first` after the cursor `after`, or the `last` before `before` (at most
+        one of `first` and `last`; neither means the first page of the default size)."""
+        order = order or Order()
+        if first is not None and last is not None:
+            raise BadInput("pass `first` or `last`, not both", argument="last")
+        limits = self._limits
+        if last is not None:
+            size = validation.bounded(last, limits.list_default, limits.list_max, field="last")
+        else:
+            size = validation.bounded(first, limits.list_default, limits.list_max, field="first")
+        start = pagination.decode(after, order, argument="after") if after is not None else None
+        end = pagination.decode(before, order, argument="before") if before is not None else None
         flt = MemoryFilter(
             scopes=self._readable(principal, scope),
             kind=kind,
@@ -504,9 +528,40 @@ class MemoryService:
             pinned=pinned,
             contains=contains or None,
             include_invalidated=include_invalidated,
+            created=validation.time_range(created_after, created_before, field="created"),
+            updated=validation.time_range(updated_after, updated_before, field="updated"),
+            occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
+            source=validation.source(source),
         )
         async with self._session(principal) as conn:
-            return await repo.list_page(conn, principal, flt, first, after)
+            rows, more, behind = await repo.list_page(
+                conn,
+                principal,
+                flt,
+                order,
+                limit=size,
+                after=start,
+                before=end,
+                from_end=last is not None,
+            )
+        cursors = [pagination.encode(m, order) for m in rows]
+        has_next, has_previous = (behind, more) if last is not None else (more, behind)
+        return Page(
+            rows,
+            cursors,
+            has_next_page=has_next,
+            end_cursor=cursors[-1] if cursors else None,
+            has_previous_page=has_previous,
+            start_cursor=cursors[0] if cursors else None,
+            filter=flt,
+        )
+
+    async def count_memories(self, principal: Principal, flt: MemoryFilter) -> int:
+        """How many memories a list's filter admits over all its pages (`Page.filter`)."""
+        for scope in flt.scopes:
+            self._readable(principal, scope)
+        async with self._session(principal) as conn:
+            return await repo.count_matching(conn, principal, flt)
 
     @validation.storable_arguments
     async def recall(
@@ -518,19 +573,29 @@ class MemoryService:
         scope: Scope | None = None,
         kinds: Sequence[Kind] | None = None,
         categories: Sequence[str] | None = None,
+        occurred_after: datetime | None = None,
+        occurred_before: datetime | None = None,
+        min_score: float | None = None,
     ) -> list[RecallHit]:
-        """The most relevant live memories for `query`, best first; score in [0, 1]."""
+        """The most relevant live memories for `query`, best first; score in [0, 1]. With
+        `min_score`, only hits scoring at least that: a query about nothing stored then
+        returns nothing rather than the least unrelated memories."""
         limit = validation.bounded(
             limit, self._limits.recall_default, self._limits.recall_max, field="limit"
         )
-        return await self._recall(
+        occurred = validation.time_range(occurred_after, occurred_before, field="occurred")
+        floor = validation.score(min_score, field="minScore")
+        hits = await self._recall(
             principal,
             validation.content(query, self._limits, field="query"),
             limit,
             self._readable(principal, scope),
             kinds,
             categories,
+            occurred,
         )
+        # hits come best first, so dropping the low ones after the limit loses no better one
+        return [h for h in hits if h.score >= floor]
 
     async def _recall(
         self,
@@ -540,6 +605,7 @@ class MemoryService:
         scopes: tuple[Scope, ...],
         kinds: Sequence[Kind] | None = None,
         categories: Sequence[str] | None = None,
+        occurred: TimeRange = TimeRange(),
     ) -> list[RecallHit]:
         [vector] = await self._embedder.embed([query])
         async with self._session(principal) as conn:
@@ -554,6 +620,7 @@ class MemoryService:
                 categories=categories,
                 weights=self._weights,
                 limit=limit,
+                occurred=occurred,
             )
         return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in rows]
 

@@ -16,6 +16,11 @@ DEFAULT_CLIENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ)
 DEFAULT_AGENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
 
 
+# a batch runs its operations concurrently on one request's credentials; beyond this it is
+# a denial of service, not a convenience
+BATCH_MAX_LIMIT = 100
+
+
 @dataclass(frozen=True)
 class Limits:
     content_chars: int = 8192
@@ -52,6 +57,14 @@ class Settings:
     introspection: bool = True
     # origins (scheme://host[:port]) whose pages may call /graphql and /mcp and open websockets
     cors_origins: tuple[str, ...] = ()
+    # operations one POST may batch (a JSON array); 0: batching is off
+    batch_max: int = 0
+    # automatic persisted queries each instance remembers; 0: APQ is off
+    persisted_queries: int = 1000
+    # /metrics on its own port instead of the API's (same host); None: on the API port
+    metrics_port: int | None = None
+    # a bearer token /metrics requires; None: no token
+    metrics_token: str | None = None
     # the built-in access policy: a grant per consumer; MEMQL_ACCESS_POLICY replaces it
     client_grant: Grant = DEFAULT_CLIENT_GRANT
     agent_grant: Grant = DEFAULT_AGENT_GRANT
@@ -110,6 +123,14 @@ class Settings:
             values["introspection"] = _bool("MEMQL_INTROSPECTION", v)
         if v := env.get("MEMQL_CORS_ORIGINS"):
             values["cors_origins"] = parse_origins(v)
+        if v := env.get("MEMQL_BATCH_MAX"):
+            values["batch_max"] = _int("MEMQL_BATCH_MAX", v, minimum=0)
+        if v := env.get("MEMQL_PERSISTED_QUERIES"):
+            values["persisted_queries"] = _int("MEMQL_PERSISTED_QUERIES", v, minimum=0)
+        if v := env.get("MEMQL_METRICS_PORT"):
+            values["metrics_port"] = _int("MEMQL_METRICS_PORT", v, minimum=1)
+        if v := env.get("MEMQL_METRICS_TOKEN"):
+            values["metrics_token"] = v.strip()
         for consumer in ("client", "agent"):
             name = f"MEMQL_{consumer.upper()}_GRANT"
             if v := env.get(name):
@@ -131,6 +152,12 @@ class Settings:
         return s
 
     def validate(self) -> None:
+        if self.batch_max > BATCH_MAX_LIMIT:
+            raise ConfigurationError(
+                f"MEMQL_BATCH_MAX={self.batch_max} exceeds {BATCH_MAX_LIMIT} operations"
+            )
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise ConfigurationError("MEMQL_METRICS_PORT must differ from MEMQL_PORT")
         if self.embedder not in ("local", "openai", "tei"):
             raise ConfigurationError(
                 f"MEMQL_EMBEDDER={self.embedder!r} is not one of local, openai, tei"

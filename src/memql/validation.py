@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from memql.errors import BadInput
-from memql.model import NewMemory
+from memql.model import NewMemory, TimeRange
 from memql.settings import Limits
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
@@ -102,6 +102,23 @@ def expires_at(value: datetime | None, now: datetime) -> datetime | None:
     return value
 
 
+def instant(value: datetime | None) -> datetime | None:
+    """A point in time; one given without a zone is taken as UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def time_range(after: datetime | None, before: datetime | None, *, field: str) -> TimeRange:
+    """The range [after, before) of `<field>After` / `<field>Before`; it must not be empty."""
+    rng = TimeRange(instant(after), instant(before))
+    if rng.after is not None and rng.before is not None and rng.after >= rng.before:
+        raise BadInput(
+            f"`{field}After` must be earlier than `{field}Before`", field=f"{field}After"
+        )
+    return rng
+
+
 def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> NewMemory:
     """A cleaned copy of `raw`, or BadInput naming the first field that breaks a rule."""
     now = now or datetime.now(UTC)
@@ -113,6 +130,7 @@ def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> N
         source_thread_ids=thread_ids(raw.source_thread_ids, limits),
         source=source(raw.source),
         expires_at=expires_at(raw.expires_at, now),
+        occurred_at=instant(raw.occurred_at),
     )
 
 
@@ -121,6 +139,15 @@ def bounded(value: int | None, default: int, maximum: int, *, field: str) -> int
         return default
     if not 1 <= value <= maximum:
         raise BadInput(f"`{field}` must be between 1 and {maximum}", field=field)
+    return value
+
+
+def score(value: float | None, *, field: str) -> float:
+    """A score bound in [0, 1]; None is 0 (no bound)."""
+    if value is None:
+        return 0.0
+    if not 0.0 <= value <= 1.0:
+        raise BadInput(f"`{field}` must be between 0 and 1", field=field)
     return value
 
 

@@ -49,6 +49,10 @@ def _name(enum_type: type[E], value: E | str) -> str:
     raise ValueError(f"{text!r} is not a {enum_type.__name__}")
 
 
+def _instant(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
 def _vars(**values: Any) -> dict[str, Any]:
     """Variables without the unset ones, so the server's defaults apply."""
     return {k: v for k, v in values.items() if v is not None}
@@ -67,6 +71,7 @@ class MemoryInput:
     source_thread_ids: Iterable[str] = field(default=())
     source: dict[str, Any] | None = None
     expires_at: datetime | None = None
+    occurred_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _vars(
@@ -78,7 +83,8 @@ class MemoryInput:
             pinned=self.pinned,
             sourceThreadIds=list(self.source_thread_ids),
             source=self.source,
-            expiresAt=self.expires_at.isoformat() if self.expires_at else None,
+            expiresAt=_instant(self.expires_at),
+            occurredAt=_instant(self.occurred_at),
         )
 
 
@@ -92,6 +98,7 @@ class SaveOptions(TypedDict, total=False):
     source_thread_ids: Iterable[str]
     source: dict[str, Any] | None
     expires_at: datetime | None
+    occurred_at: datetime | None
 
 
 class ListOptions(TypedDict, total=False):
@@ -103,6 +110,8 @@ class ListOptions(TypedDict, total=False):
     pinned: bool | None
     contains: str | None
     include_invalidated: bool
+    occurred_after: datetime | None
+    occurred_before: datetime | None
     first: int
     after: str | None
 
@@ -112,6 +121,8 @@ class RecallOptions(TypedDict, total=False):
     scope: Scope | str | None
     kinds: Iterable[Kind | str] | None
     categories: Iterable[str] | None
+    occurred_after: datetime | None
+    occurred_before: datetime | None
 
 
 SAVE_PAYLOAD = f"""
@@ -144,9 +155,11 @@ def memories(**o: Unpack[ListOptions]) -> Operation[Page]:
     return Operation(
         f"""query Memories($scope: MemoryScope, $kind: MemoryKind, $category: String,
               $pinned: Boolean, $contains: String, $includeInvalidated: Boolean,
+              $occurredAfter: DateTime, $occurredBefore: DateTime,
               $first: Int, $after: String) {{
           memories(scope: $scope, kind: $kind, category: $category, pinned: $pinned,
                    contains: $contains, includeInvalidated: $includeInvalidated,
+                   occurredAfter: $occurredAfter, occurredBefore: $occurredBefore,
                    first: $first, after: $after) {{
             edges {{ cursor node {{ {MEMORY_FIELDS} }} }}
             pageInfo {{ hasNextPage endCursor }}
@@ -159,6 +172,8 @@ def memories(**o: Unpack[ListOptions]) -> Operation[Page]:
             pinned=o.get("pinned"),
             contains=o.get("contains"),
             includeInvalidated=o.get("include_invalidated"),
+            occurredAfter=_instant(o.get("occurred_after")),
+            occurredBefore=_instant(o.get("occurred_before")),
             first=o.get("first"),
             after=o.get("after"),
         ),
@@ -178,9 +193,11 @@ def recall(query: str, **o: Unpack[RecallOptions]) -> Operation[list[RecallHit]]
     scope, kinds, categories = o.get("scope"), o.get("kinds"), o.get("categories")
     return Operation(
         f"""query Recall($query: String!, $limit: Int, $scope: MemoryScope,
-              $kinds: [MemoryKind!], $categories: [String!]) {{
+              $kinds: [MemoryKind!], $categories: [String!],
+              $occurredAfter: DateTime, $occurredBefore: DateTime) {{
           recall(query: $query, limit: $limit, scope: $scope, kinds: $kinds,
-                 categories: $categories) {{
+                 categories: $categories, occurredAfter: $occurredAfter,
+                 occurredBefore: $occurredBefore) {{
             score signals {{ vector lexical recency pinned }} memory {{ {MEMORY_FIELDS} }}
           }}
         }}""",
@@ -190,6 +207,8 @@ def recall(query: str, **o: Unpack[RecallOptions]) -> Operation[list[RecallHit]]
             scope=_name(Scope, scope) if scope is not None else None,
             kinds=[_name(Kind, k) for k in kinds] if kinds is not None else None,
             categories=list(categories) if categories is not None else None,
+            occurredAfter=_instant(o.get("occurred_after")),
+            occurredBefore=_instant(o.get("occurred_before")),
         ),
         lambda data: [RecallHit.from_json(h) for h in data["recall"]],
     )

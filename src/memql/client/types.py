@@ -39,6 +39,7 @@ class Memory:
     supersedes: uuid.UUID | None
     superseded_by: uuid.UUID | None
     embedding_model: str
+    occurred_at: datetime | None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Memory:
@@ -60,13 +61,14 @@ class Memory:
             supersedes=_uuid(data["supersedes"]),
             superseded_by=_uuid(data["supersededBy"]),
             embedding_model=data["embeddingModel"],
+            occurred_at=_time(data["occurredAt"]),
         )
 
 
 # the selection that fills a `Memory`; one place, so a new field is one line here and one above
 MEMORY_FIELDS = """
   id kind scope content key category pinned sourceThreadIds source createdAt updatedAt
-  expiresAt invalidatedAt invalidationReason supersedes supersededBy embeddingModel
+  expiresAt invalidatedAt invalidationReason supersedes supersededBy embeddingModel occurredAt
 """
 
 

@@ -6,11 +6,9 @@ is atomic. Every memory query is filtered by project and owner here, whatever th
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -18,25 +16,28 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from memql.embeddings import Vector
-from memql.errors import BadInput
 from memql.model import (
     Kind,
     Memory,
     MemoryFilter,
     NearDuplicate,
     NewMemory,
-    Page,
+    Order,
     Principal,
     Scope,
+    SortDirection,
+    TimeRange,
     Weights,
 )
+from memql.pagination import Position
 
 Conn = AsyncConnection[Any]
 
 MEMORY_COLUMNS = """
     m.id, m.project_id, m.scope, m.owner_id, m.kind, m.content, m.key, m.category, m.pinned,
     m.source_thread_ids, m.source, m.created_by, m.created_at, m.updated_at, m.expires_at,
-    m.invalidated_at, m.invalidation_reason, m.supersedes, m.superseded_by, m.embedding_model
+    m.invalidated_at, m.invalidation_reason, m.supersedes, m.superseded_by, m.embedding_model,
+    m.occurred_at
 """
 
 # The rows a principal may see in the scopes it asks for: its own user scope and the shared
@@ -81,6 +82,7 @@ def memory_from_row(row: dict[str, Any]) -> Memory:
         supersedes=row["supersedes"],
         superseded_by=row["superseded_by"],
         embedding_model=row["embedding_model"],
+        occurred_at=row["occurred_at"],
     )
 
 
@@ -133,12 +135,12 @@ async def insert_memory(
         insert into memories as m (
             id, project_id, scope, owner_id, kind, content, key, category, pinned,
             source_thread_ids, source, created_by, created_at, updated_at, expires_at,
-            supersedes, embedding_model, embedding)
+            supersedes, embedding_model, embedding, occurred_at)
         values (
             %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(kind)s, %(content)s, %(key)s,
             %(category)s, %(pinned)s, %(source_thread_ids)s, %(source)s, %(created_by)s,
             clock_timestamp(), clock_timestamp(), %(expires_at)s, %(supersedes)s, %(model)s,
-            %(embedding)s)
+            %(embedding)s, %(occurred_at)s)
         returning {MEMORY_COLUMNS}
     """
     memory = await _fetch_memory(
@@ -161,6 +163,7 @@ async def insert_memory(
             "supersedes": supersedes,
             "model": model,
             "embedding": embedding,
+            "occurred_at": new.occurred_at,
         },
     )
     assert memory is not None
@@ -357,25 +360,20 @@ async def near_duplicates(
         ]
 
 
-def encode_cursor(memory: Memory) -> str:
-    raw = f"{memory.created_at.isoformat()}|{memory.id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode()
+def _in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[str, Any]) -> None:
+    """Add the conditions that keep `m.<column>` in `rng` ([after, before))."""
+    if rng.after is not None:
+        conditions.append(f"m.{column} >= %({column}_after)s")
+        params[f"{column}_after"] = rng.after
+    if rng.before is not None:
+        conditions.append(f"m.{column} < %({column}_before)s")
+        params[f"{column}_before"] = rng.before
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        created, _, ident = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(created), uuid.UUID(ident)
-    except (ValueError, UnicodeDecodeError):
-        raise BadInput("`after` is not a cursor this API returned", argument="after") from None
-
-
-async def list_page(
-    conn: Conn, principal: Principal, flt: MemoryFilter, first: int, after: str | None
-) -> Page:
-    """Newest first, keyset-paginated on (created_at, id)."""
+def _list_conditions(principal: Principal, flt: MemoryFilter) -> tuple[list[str], dict[str, Any]]:
+    """The WHERE conditions (ANDed) and parameters of a list's filter."""
     conditions = [VISIBLE]
-    params: dict[str, Any] = {**_visibility(principal, flt.scopes), "limit": first + 1}
+    params: dict[str, Any] = _visibility(principal, flt.scopes)
     if not flt.include_invalidated:
         conditions.append(LIVE)
     if flt.kind is not None:
@@ -390,22 +388,85 @@ async def list_page(
     if flt.contains:
         conditions.append("strpos(lower(m.content), lower(%(contains)s)) > 0")
         params["contains"] = flt.contains
-    if after is not None:
-        created, ident = decode_cursor(after)
-        conditions.append("(m.created_at, m.id) < (%(after_created)s, %(after_id)s)")
-        params["after_created"] = created
-        params["after_id"] = ident
+    if flt.source is not None:
+        conditions.append("m.source @> %(source)s")
+        params["source"] = Jsonb(flt.source)
+    _in_range("created_at", flt.created, conditions, params)
+    _in_range("updated_at", flt.updated, conditions, params)
+    _in_range("occurred_at", flt.occurred, conditions, params)
+    return conditions, params
+
+
+def _beyond(order: Order, name: str, *, forward: bool) -> str:
+    """The condition that a row comes after (`forward`) or before the position `name` in
+    `order`: a row comparison on (sort key, id), so a B-tree on them serves it."""
+    column = order.field.value
+    descending = order.direction is SortDirection.DESC
+    op = "<" if descending == forward else ">"
+    return f"(m.{column}, m.id) {op} (%({name}_at)s, %({name}_id)s)"
+
+
+async def list_page(
+    conn: Conn,
+    principal: Principal,
+    flt: MemoryFilter,
+    order: Order,
+    *,
+    limit: int,
+    after: Position | None = None,
+    before: Position | None = None,
+    from_end: bool = False,
+) -> tuple[list[Memory], bool, bool]:
+    """A keyset page of the list in `order` between `after` and `before`: its first `limit`
+    memories, or its last `limit` when `from_end` (still returned in `order`).
+
+    Also says whether more memories lie beyond the page in the direction read, and whether any
+    lie on the other side of the cursor it started from (`after`, or `before` when `from_end`).
+    """
+    conditions, params = _list_conditions(principal, flt)
+    window = list(conditions)
+    for name, position, forward in (("after", after, True), ("before", before, False)):
+        if position is not None:
+            window.append(_beyond(order, name, forward=forward))
+            params[f"{name}_at"], params[f"{name}_id"] = position.at, position.id
+    column = order.field.value
+    descending = order.direction is SortDirection.DESC
+    direction = "desc" if descending != from_end else "asc"
     sql = f"""
         select {MEMORY_COLUMNS} from memories m
-        where {" and ".join(f"({c})" for c in conditions)}
-        order by m.created_at desc, m.id desc
+        where {" and ".join(f"({c})" for c in window)}
+        order by m.{column} {direction}, m.id {direction}
         limit %(limit)s
     """
-    rows = await _fetch_memories(conn, sql, params)
-    has_next = len(rows) > first
-    rows = rows[:first]
-    cursors = [encode_cursor(m) for m in rows]
-    return Page(rows, cursors, has_next, cursors[-1] if cursors else None)
+    rows = await _fetch_memories(conn, sql, {**params, "limit": limit + 1})
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if from_end:
+        rows.reverse()
+    start, name = (before, "before") if from_end else (after, "after")
+    behind = False
+    if start is not None:
+        # anything at or on the near side of the starting cursor
+        outside = f"not ({_beyond(order, name, forward=not from_end)})"
+        cur = await conn.execute(
+            f"""select exists (select 1 from memories m
+                where {" and ".join(f"({c})" for c in [*conditions, outside])})""",
+            params,
+        )
+        row = await cur.fetchone()
+        behind = bool(row and row[0])
+    return rows, more, behind
+
+
+async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) -> int:
+    """How many memories the list's filter admits, over all its pages."""
+    conditions, params = _list_conditions(principal, flt)
+    cur = await conn.execute(
+        f"select count(*) from memories m where {' and '.join(f'({c})' for c in conditions)}",
+        params,
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 # shared (project-scope) candidates taken by each of vector and full-text order before fusion
@@ -428,6 +489,7 @@ async def recall(
     categories: Sequence[str] | None,
     weights: Weights,
     limit: int,
+    occurred: TimeRange = TimeRange(),
 ) -> list[tuple[Memory, float, dict[str, float]]]:
     """Rank the principal's live memories of `model` against `query`; best first.
 
@@ -458,6 +520,7 @@ async def recall(
     if categories:
         filters.append("m.category = any(%(categories)s)")
         params["categories"] = list(categories)
+    _in_range("occurred_at", occurred, filters, params)
     where = " and ".join(f"({c})" for c in filters)
     own = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
     shared = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
@@ -583,9 +646,9 @@ async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: 
             id, project_id, scope, owner_id, kind, content, key, category, pinned,
             source_thread_ids, source, created_by, created_at, updated_at, expires_at,
             invalidated_at, invalidation_reason, supersedes, superseded_by, embedding_model,
-            embedding)
+            embedding, occurred_at)
         values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-            %s, %s)
+            %s, %s, %s)
         on conflict (id) do nothing
         """,
         (
@@ -610,6 +673,7 @@ async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: 
             memory.superseded_by,
             model,
             embedding,
+            memory.occurred_at,
         ),
     )
     return cur.rowcount == 1
@@ -630,6 +694,7 @@ def snapshot(memory: Memory) -> dict[str, Any]:
                 "sourceThreadIds": list(memory.source_thread_ids),
                 "source": memory.source,
                 "expiresAt": memory.expires_at,
+                "occurredAt": memory.occurred_at,
                 "supersedes": memory.supersedes,
             },
             default=str,

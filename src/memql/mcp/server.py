@@ -17,7 +17,6 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
 
@@ -28,12 +27,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from memql import metrics
 from memql.access.identity import http_headers
 from memql.errors import BadInput, Forbidden, MemqlError, ServiceUnavailable, Unauthenticated
+from memql.http_errors import error_response
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
 from memql.model import Principal
@@ -161,7 +161,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self._manager
         if manager is None:
-            await PlainTextResponse("starting", status_code=503)(scope, receive, send)
+            await error_response(503, "starting")(scope, receive, send)
             return
         _, authenticator = self._resources()
         try:
@@ -252,20 +252,21 @@ class McpEndpoint:
 
 def _refusal(exc: MemqlError) -> Response:
     """The HTTP answer to credentials that do not open /mcp."""
-    body = {"error": {"code": exc.code, "message": exc.message}}
-    if isinstance(exc, ServiceUnavailable):
-        return JSONResponse(body, status_code=503)
     if exc.http_status is not None:
-        # not entitled (404): reveal nothing more
-        return PlainTextResponse(HTTPStatus(exc.http_status).phrase, status_code=exc.http_status)
+        # not entitled (404): reveal nothing more; a database that is away (503): say so
+        detail = exc.message if isinstance(exc, ServiceUnavailable) else None
+        return error_response(exc.http_status, detail)
     if isinstance(exc, Unauthenticated):
-        return JSONResponse(
-            body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="memql"'}
+        return error_response(
+            401,
+            exc.message,
+            code=exc.code,
+            headers={"WWW-Authenticate": 'Bearer realm="memql"'},
         )
     if isinstance(exc, Forbidden):
-        return JSONResponse(body, status_code=403)
+        return error_response(403, exc.message, code=exc.code)
     # a broken access policy: already logged with its error id; serve nothing
-    return JSONResponse(body, status_code=500)
+    return error_response(500, exc.message, code=exc.code, **exc.extensions)
 
 
 def _writes(principal: Principal) -> bool:

@@ -37,6 +37,8 @@ KIND_HELP = (
     " procedure to follow."
 )
 SCOPE_HELP = "user: private to the user you act for (default); project: shared across the project."
+OCCURRED_AFTER_HELP = "Only memories of events that happened at or after this (ISO 8601)."
+OCCURRED_BEFORE_HELP = "Only memories of events that happened before this (ISO 8601)."
 
 
 class _Schema(GenerateJsonSchema):
@@ -73,6 +75,15 @@ class RecallArgs(Args):
     scope: ScopeName | None = Field(None, description=f"Only this scope. {SCOPE_HELP}")
     kinds: list[KindName] | None = Field(None, description=f"Only these kinds. {KIND_HELP}")
     categories: list[str] | None = Field(None, description="Only these categories.")
+    occurred_after: datetime | None = Field(None, description=OCCURRED_AFTER_HELP)
+    occurred_before: datetime | None = Field(None, description=OCCURRED_BEFORE_HELP)
+    min_score: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Only memories scoring at least this (0..1); e.g. 0.3 keeps out memories"
+        " unrelated to the query.",
+    )
 
 
 class ListArgs(Args):
@@ -84,6 +95,8 @@ class ListArgs(Args):
     include_forgotten: bool = Field(
         False, description="Also list forgotten, superseded and expired versions."
     )
+    occurred_after: datetime | None = Field(None, description=OCCURRED_AFTER_HELP)
+    occurred_before: datetime | None = Field(None, description=OCCURRED_BEFORE_HELP)
     first: int | None = Field(
         None, ge=1, le=200, description="Page size, newest first (default 50)."
     )
@@ -109,6 +122,11 @@ class _MemoryFields(Args):
     expires_at: datetime | None = Field(
         None, description="ISO 8601 instant after which the memory no longer applies."
     )
+    occurred_at: datetime | None = Field(
+        None,
+        description="For an episodic memory: when the event happened (ISO 8601 date or"
+        " instant, UTC unless it says otherwise).",
+    )
 
     def to_new(self, scope: Scope | None, key: str | None, tool: str) -> NewMemory:
         return NewMemory(
@@ -121,6 +139,7 @@ class _MemoryFields(Args):
             source_thread_ids=tuple(self.source_thread_ids or ()),
             source={"via": "mcp", "tool": tool},
             expires_at=self.expires_at,
+            occurred_at=self.occurred_at,
         )
 
 
@@ -163,6 +182,7 @@ def memory_json(m: Memory) -> dict[str, Any]:
         "pinned": m.pinned,
         "updated_at": m.updated_at.isoformat(),
         "expires_at": m.expires_at.isoformat() if m.expires_at else None,
+        "occurred_at": m.occurred_at.isoformat() if m.occurred_at else None,
         "invalidation_reason": m.invalidation_reason,
     }
 
@@ -240,6 +260,9 @@ async def _recall(service: MemoryService, principal: Principal, a: RecallArgs) -
         scope=_scope(a.scope),
         kinds=[Kind(k) for k in a.kinds] if a.kinds is not None else None,
         categories=a.categories,
+        occurred_after=a.occurred_after,
+        occurred_before=a.occurred_before,
+        min_score=a.min_score,
     )
     return {
         "memories": [{**memory_json(h.memory), "score": round(h.score, 4)} for h in hits],
@@ -255,6 +278,8 @@ async def _list(service: MemoryService, principal: Principal, a: ListArgs) -> di
         pinned=a.pinned,
         contains=a.contains,
         include_invalidated=a.include_forgotten,
+        occurred_after=a.occurred_after,
+        occurred_before=a.occurred_before,
         first=a.first,
         after=a.after,
     )

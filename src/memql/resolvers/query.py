@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated, Any, cast
+
 import strawberry
+from strawberry.scalars import JSON
 
 from memql.schema.context import Info, parse_id
 from memql.schema.types import (
@@ -12,10 +16,21 @@ from memql.schema.types import (
     MemoryConnection,
     MemoryContext,
     MemoryKind,
+    MemoryOrder,
     MemoryScope,
+    Node,
     RecallHit,
     Viewer,
 )
+
+OccurredAfter = Annotated[
+    datetime | None,
+    strawberry.argument(description="Only memories whose event happened at or after this."),
+]
+OccurredBefore = Annotated[
+    datetime | None,
+    strawberry.argument(description="Only memories whose event happened before this."),
+]
 
 
 @strawberry.type
@@ -36,7 +51,19 @@ class Query:
         found = await info.context.service.get(info.context.principal, parse_id(id))
         return Memory.from_domain(found) if found else None
 
-    @strawberry.field(description="Memories, newest first. Live ones unless includeInvalidated.")
+    @strawberry.field(
+        description="The object with this id (a Memory version); null when it is not yours to see."
+    )
+    async def node(self, info: Info, id: IdArg) -> Node | None:
+        found = await info.context.service.get(info.context.principal, parse_id(id))
+        return Memory.from_domain(found) if found else None
+
+    @strawberry.field(
+        description="Memories, newest created first unless `orderBy` says otherwise; live ones"
+        " unless includeInvalidated. Page forward with `first`/`after` (default 50, at most"
+        " 200) or backward with `last`/`before`. Time ranges include their `…After` instant"
+        " and exclude their `…Before` one."
+    )
     async def memories(
         self,
         info: Info,
@@ -46,8 +73,37 @@ class Query:
         pinned: bool | None = None,
         contains: str | None = None,
         include_invalidated: bool = False,
-        first: int = 50,
+        first: Annotated[
+            int | None,
+            strawberry.argument(description="Page size from the start or `after` (default 50)."),
+        ] = None,
         after: str | None = None,
+        occurred_after: OccurredAfter = None,
+        occurred_before: OccurredBefore = None,
+        last: Annotated[
+            int | None,
+            strawberry.argument(description="Page size from the end or `before`."),
+        ] = None,
+        before: str | None = None,
+        order_by: Annotated[
+            MemoryOrder | None,
+            strawberry.argument(
+                description="Default: newest created first. A cursor only works in the order"
+                " it was made for."
+            ),
+        ] = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        source: Annotated[
+            JSON | None,
+            strawberry.argument(
+                description='Only memories whose `source` contains this object, e.g. {"tool":'
+                ' "slack"} (JSON containment: nested objects match by their keys, arrays by'
+                " their elements)."
+            ),
+        ] = None,
     ) -> MemoryConnection:
         page = await info.context.service.list_memories(
             info.context.principal,
@@ -57,8 +113,18 @@ class Query:
             pinned=pinned,
             contains=contains,
             include_invalidated=include_invalidated,
+            created_after=created_after,
+            created_before=created_before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            source=cast(dict[str, Any] | None, source),
+            order=order_by.to_domain() if order_by is not None else None,
             first=first,
             after=after,
+            last=last,
+            before=before,
         )
         return MemoryConnection.from_domain(page)
 
@@ -78,6 +144,15 @@ class Query:
         scope: MemoryScope | None = None,
         kinds: list[MemoryKind] | None = None,
         categories: list[str] | None = None,
+        occurred_after: OccurredAfter = None,
+        occurred_before: OccurredBefore = None,
+        min_score: Annotated[
+            float | None,
+            strawberry.argument(
+                description="Only hits scoring at least this (in [0, 1]); a query about nothing"
+                " stored then returns nothing."
+            ),
+        ] = None,
     ) -> list[RecallHit]:
         hits = await info.context.service.recall(
             info.context.principal,
@@ -86,6 +161,9 @@ class Query:
             scope=scope,
             kinds=kinds,
             categories=categories,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            min_score=min_score,
         )
         return [RecallHit.from_domain(h) for h in hits]
 

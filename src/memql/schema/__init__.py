@@ -59,10 +59,13 @@ class OperationNameRequired(SchemaExtension):
         yield
 
 
+
 def build_schema(
-    *, introspection: bool = True, max_writes: int = Limits().batch_save
+    *, introspection: bool = True, max_writes: int = Limits().batch_save, batch_max: int = 0
 ) -> strawberry.Schema:
-    """`max_writes`: the memories one request may write, across all its fields and aliases."""
+    """The schema with memql's limits. `max_writes`: the memories one request may write,
+    across all its fields and aliases; `batch_max` > 0 lets one POST carry that many
+    operations (a JSON array), each run like a request of its own."""
     extensions: list[Any] = [
         OperationMetrics,
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
@@ -86,7 +89,10 @@ def build_schema(
         mutation=Mutation,
         subscription=Subscription,
         extensions=extensions,
-        config=StrawberryConfig(disable_field_suggestions=not introspection),
+        config=StrawberryConfig(
+            disable_field_suggestions=not introspection,
+            batching_config={"max_operations": batch_max} if batch_max else None,
+        ),
     )
 
 

@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Any
 
-from cross_web import HTTPException
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from graphql import GraphQLError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.extensions import SchemaExtension
+from strawberry.http import GraphQLRequestData
+from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET
 
 from memql import request_body, web
 from memql.access.authenticate import Authenticator
 from memql.access.identity import http_headers
-from memql.errors import MemqlError, NotEntitled, ServiceUnavailable, Unauthenticated
+from memql.errors import (
+    BadInput,
+    MemqlError,
+    NotEntitled,
+    ServiceUnavailable,
+    Unauthenticated,
+)
+from memql.http_errors import error_response
+from memql.schema import persisted
 from memql.schema.context import Context
 from memql.service import MemoryService
 
@@ -58,29 +71,88 @@ def is_request_error(body: Mapping[str, Any]) -> bool:
     return body.get("data") is None and bool(errors) and all("path" not in e for e in errors)
 
 
+def _refused(error: GraphQLError) -> ExecutionResult:
+    return ExecutionResult(data=None, errors=[error])
+
+
 class GraphQLApp(GraphQL[Context, None]):
+    """Strawberry's endpoint plus credentials per request, automatic persisted queries, and
+    JSON refusals (`errors[].extensions.code`) where Strawberry answers in plain text."""
+
     def __init__(
         self,
         schema: Any,
         resources: Callable[[], tuple[MemoryService, Authenticator]],
         *,
         max_message_bytes: int,
+        persisted_queries: int = 1000,
         **options: Any,
     ) -> None:
         super().__init__(schema, **options)
         self._resources = resources
         self._max_message_bytes = max_message_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
-            return
+        # 0 turns automatic persisted queries off
+        self._persisted = (
+            persisted.PersistedQueries(persisted_queries) if persisted_queries else None
+        )
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        # a GET naming a persisted query by hash carries no `query` but is not a browser
+        return "extensions" not in request.query_params and super().should_render_graphql_ide(
+            request
+        )
+
+    async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
         try:
-            response = await self.run(Request(scope=scope, receive=receive))
+            return await super().run(request, context, root_value)
         except HTTPException as exc:
-            # refused before execution (unreadable body, not entitled...): still JSON, with a code
-            response = request_body.error_response(exc.status_code, exc.reason)
-        await response(scope, receive, send)
+            # Strawberry's refusals (and ours in get_context) are plain text by default; a
+            # body that is not readable JSON is the caller's bad input
+            unreadable = isinstance(exc.__cause__, json.JSONDecodeError)
+            return error_response(
+                exc.status_code, exc.reason, code=BadInput.code if unreadable else None
+            )
+
+    async def execute_single(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        sub_response: Response,
+        context: Context,
+        root_value: None,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        try:
+            sha256 = persisted.requested_hash(request_data.extensions)
+        except BadInput as exc:
+            return _refused(GraphQLError(exc.message, extensions={"code": exc.code}))
+        learn = False
+        if sha256 is not None:
+            if self._persisted is None:
+                return _refused(persisted.not_supported())
+            if request_data.query is None:
+                known = self._persisted.get(sha256)
+                if known is None:
+                    return _refused(persisted.not_found())
+                request_data = replace(request_data, query=known)
+            elif persisted.digest(request_data.query) != sha256:
+                return _refused(
+                    GraphQLError(
+                        "`extensions.persistedQuery.sha256Hash` is not the SHA-256 of the query",
+                        extensions={"code": BadInput.code},
+                    )
+                )
+            else:
+                learn = True
+        result = await super().execute_single(
+            request, request_adapter, sub_response, context, root_value, request_data
+        )
+        # only a query that parsed and validated is worth keeping
+        valid = result.data is not None or any(e.path for e in result.errors or ())
+        if learn and valid and self._persisted is not None and sha256 and request_data.query:
+            self._persisted.put(sha256, request_data.query)
+        return result
 
     # every JSON the endpoint reads (a POST body, GET variables, a websocket message) is
     # bounded: too large, too deep or unreadable numbers are malformed JSON, not a crash

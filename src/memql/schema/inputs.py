@@ -37,6 +37,11 @@ class SaveMemoryInput:
     expires_at: datetime | None = strawberry.field(
         default=None, description="After this instant the memory behaves as retired."
     )
+    occurred_at: datetime | None = strawberry.field(
+        default=None,
+        description="When the event happened (for EPISODIC memories); shown in the context"
+        " block. Without a zone it is taken as UTC.",
+    )
 
     def to_domain(self) -> model.NewMemory:
         return model.NewMemory(
@@ -49,4 +54,5 @@ class SaveMemoryInput:
             source_thread_ids=tuple(self.source_thread_ids),
             source=cast(dict[str, Any] | None, self.source),
             expires_at=self.expires_at,
+            occurred_at=self.occurred_at,
         )

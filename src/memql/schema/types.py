@@ -25,8 +25,21 @@ AccessLevel: TypeAlias = model.Access
 Consumer: TypeAlias = model.Consumer
 
 
+strawberry.enum(
+    model.OrderField, name="MemoryOrderField", description="What a list of memories is sorted by."
+)
+strawberry.enum(model.SortDirection, name="OrderDirection")
+MemoryOrderField: TypeAlias = model.OrderField
+OrderDirection: TypeAlias = model.SortDirection
+
+
+@strawberry.interface(description="An object that `node(id:)` fetches again by its id.")
+class Node:
+    id: strawberry.ID
+
+
 @strawberry.type(description="A short, durable statement about a person or a project.")
-class Memory:
+class Memory(Node):
     id: strawberry.ID = strawberry.field(description="New for every version of a memory.")
     kind: MemoryKind
     scope: MemoryScope
@@ -45,6 +58,10 @@ class Memory:
         description="Refreshed when a near-duplicate is absorbed."
     )
     expires_at: datetime | None
+    occurred_at: datetime | None = strawberry.field(
+        description="When the event an episodic memory records happened (createdAt is when"
+        " it was learned); null when not given."
+    )
     invalidated_at: datetime | None = strawberry.field(
         description="Set when retired, superseded or expired."
     )
@@ -75,6 +92,7 @@ class Memory:
             created_at=m.created_at,
             updated_at=m.updated_at,
             expires_at=m.expires_at,
+            occurred_at=m.occurred_at,
             invalidated_at=invalidated_at,
             invalidation_reason=reason,
             supersedes=strawberry.ID(str(m.supersedes)) if m.supersedes else None,
@@ -91,14 +109,44 @@ class MemoryEdge:
 
 @strawberry.type
 class PageInfo:
-    has_next_page: bool
-    end_cursor: str | None
+    has_next_page: bool = strawberry.field(
+        description="More memories follow the page (in the list's order)."
+    )
+    has_previous_page: bool = strawberry.field(description="More memories precede the page.")
+    start_cursor: str | None = strawberry.field(
+        description="The first edge's cursor: pass it as `before` with `last` for the page before."
+    )
+    end_cursor: str | None = strawberry.field(
+        description="The last edge's cursor: pass it as `after` with `first` for the page after."
+    )
 
 
-@strawberry.type(description="Newest first; pass `pageInfo.endCursor` as `after` for more.")
+@strawberry.input(description="How to sort a list of memories; the id breaks ties.")
+class MemoryOrder:
+    field: MemoryOrderField = MemoryOrderField.CREATED_AT
+    direction: OrderDirection = OrderDirection.DESC
+
+    def to_domain(self) -> model.Order:
+        return model.Order(self.field, self.direction)
+
+
+@strawberry.type(
+    description="A page of memories in the list's order (newest created first by default):"
+    " pass `pageInfo.endCursor` as `after` for the next page, `pageInfo.startCursor` as"
+    " `before` with `last` for the previous one."
+)
 class MemoryConnection:
     edges: list[MemoryEdge]
     page_info: PageInfo
+    _page: strawberry.Private[model.Page]
+
+    @strawberry.field(
+        description="How many memories the filters admit over all pages (counted on request)."
+    )
+    async def total_count(self, info: strawberry.Info) -> int:
+        assert self._page.filter is not None
+        context = info.context
+        return await context.service.count_memories(context.principal, self._page.filter)
 
     @classmethod
     def from_domain(cls, page: model.Page) -> MemoryConnection:
@@ -107,7 +155,13 @@ class MemoryConnection:
                 MemoryEdge(cursor=c, node=Memory.from_domain(m))
                 for m, c in zip(page.memories, page.cursors, strict=True)
             ],
-            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            page_info=PageInfo(
+                has_next_page=page.has_next_page,
+                has_previous_page=page.has_previous_page,
+                start_cursor=page.start_cursor,
+                end_cursor=page.end_cursor,
+            ),
+            _page=page,
         )
 
 

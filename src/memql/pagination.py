@@ -1,0 +1,71 @@
+"""Keyset page cursors. Pure; raises BadInput.
+
+A cursor names a position in one order: the sort key of a memory (its `created_at` or
+`updated_at`) and its id, which breaks ties. It carries that order, so a cursor made while
+reading newest-created first is refused by a request in another order instead of silently
+jumping to an unrelated place.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from memql.errors import BadInput
+from memql.model import Memory, Order, OrderField, SortDirection
+
+_VERSION = "v2"
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a cursor points: the sort key and the id of a memory."""
+
+    at: datetime
+    id: uuid.UUID
+
+
+def sort_key(memory: Memory, field: OrderField) -> datetime:
+    return memory.created_at if field is OrderField.CREATED_AT else memory.updated_at
+
+
+def encode(memory: Memory, order: Order) -> str:
+    raw = "|".join(
+        (
+            _VERSION,
+            order.field.value,
+            order.direction.value,
+            sort_key(memory, order.field).isoformat(),
+            str(memory.id),
+        )
+    )
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def decode(cursor: str, order: Order, *, argument: str) -> Position:
+    """The position `cursor` names, which must have been made for `order`."""
+    try:
+        parts = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        if len(parts) == 2:
+            # cursors made before lists had an order: newest created first
+            field, direction = OrderField.CREATED_AT, SortDirection.DESC
+            at, ident = parts
+        elif len(parts) == 5 and parts[0] == _VERSION:
+            field, direction = OrderField(parts[1]), SortDirection(parts[2])
+            at, ident = parts[3], parts[4]
+        else:
+            raise ValueError(cursor)
+        position = Position(datetime.fromisoformat(at), uuid.UUID(ident))
+    except (ValueError, UnicodeDecodeError):
+        raise BadInput(
+            f"`{argument}` is not a cursor this API returned", argument=argument
+        ) from None
+    if (field, direction) != (order.field, order.direction):
+        raise BadInput(
+            f"`{argument}` is a cursor of another order ({field.name} {direction.name}); pass"
+            " the orderBy it was made with, or start again without it",
+            argument=argument,
+        )
+    return position
