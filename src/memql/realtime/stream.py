@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from memql import metrics
 from memql.db import events as db_events
 from memql.db.repository import Conn
-from memql.errors import Forbidden, MemqlError, SubscriberBehind
+from memql.errors import BadInput, Forbidden, MemqlError, SubscriberBehind
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime import wire
 from memql.realtime.bus import EventBus
@@ -62,6 +62,8 @@ async def stream_events(
         async with bus.inbox(channels, limits.queue) as inbox:
             async with session() as conn:
                 horizon = await relay.horizon(conn)
+                if since is not None and since > horizon:
+                    await _check_issued(conn, since)
             last = since if since is not None else horizon
             replay_to = horizon if since is not None else None
             # spread the checks of subscribers that connected together over one interval
@@ -103,6 +105,17 @@ async def stream_events(
         raise
     finally:
         metrics.SUBSCRIPTIONS.dec()
+
+
+async def _check_issued(conn: Conn, since: int) -> None:
+    """Refuse a `since` no event has ever had: such a stream would wait, silent, for the log to
+    reach it. (Above the horizon but issued is fine: the event is on its way.)"""
+    if since > await db_events.last_issued(conn):
+        raise BadInput(
+            f"`since` {since} is beyond the end of the event log: pass the cursor of an event"
+            " this API returned, or omit `since` to start with the next event",
+            argument="since",
+        )
 
 
 async def _recheck(recheck: Callable[[], Awaitable[Principal]], scopes: Sequence[Scope]) -> None:

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from http import HTTPStatus
 from typing import Any
 
 from cross_web import HTTPException
+from graphql import GraphQLError, OperationType, get_operation_ast, parse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.subscriptions import (
+    GRAPHQL_TRANSPORT_WS_PROTOCOL,
+    GRAPHQL_WS_PROTOCOL,
+    MULTIPART_SUBSCRIPTION_PROTOCOL,
+)
+from strawberry.types import ExecutionResult
 
 from memql import web
 from memql.access.authenticate import Authenticator
@@ -40,6 +48,29 @@ def is_request_error(body: Mapping[str, Any]) -> bool:
     return body.get("data") is None and bool(errors) and all("path" not in e for e in errors)
 
 
+def is_subscription(query: str | None, operation_name: str | None) -> bool:
+    """Whether the operation a request runs is a subscription."""
+    # a keyword test first: the parse below is for the few requests that may subscribe
+    return bool(
+        query and "subscription" in query and _operation_is_subscription(query, operation_name)
+    )
+
+
+@lru_cache(maxsize=64)
+def _operation_is_subscription(query: str, operation_name: str | None) -> bool:
+    try:
+        operation = get_operation_ast(parse(query), operation_name)
+    except GraphQLError:
+        return False  # reported by the execution with its own code
+    return operation is not None and operation.operation is OperationType.SUBSCRIPTION
+
+
+STREAM_NEEDED = (
+    "a subscription is a stream: send it over a websocket on /graphql (graphql-transport-ws or"
+    " graphql-ws), or over HTTP with `Accept: multipart/mixed;subscriptionSpec=1.0`"
+)
+
+
 class GraphQLApp(GraphQL[Context, None]):
     def __init__(
         self,
@@ -47,6 +78,11 @@ class GraphQLApp(GraphQL[Context, None]):
         resources: Callable[[], tuple[MemoryService, Authenticator]],
         **options: Any,
     ) -> None:
+        # subscriptions over websockets, and over HTTP as multipart responses (Apollo Client)
+        options.setdefault(
+            "subscription_protocols",
+            (GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL, MULTIPART_SUBSCRIPTION_PROTOCOL),
+        )
         super().__init__(schema, **options)
         self._resources = resources
 
@@ -74,8 +110,31 @@ class GraphQLApp(GraphQL[Context, None]):
                 # not entitled (404) or credentials unresolvable (503): refuse the request
                 raise HTTPException(exc.http_status, HTTPStatus(exc.http_status).phrase) from None
             # reported by the first field that needs a principal, with its code
-            return Context(service, None, exc, authenticator=authenticator)
-        return Context(service, principal, authenticator=authenticator)
+            return Context(
+                service, None, exc, authenticator=authenticator, request_headers=request.headers
+            )
+        return Context(
+            service, principal, authenticator=authenticator, request_headers=request.headers
+        )
+
+    # One answer per HTTP request: a subscription that did not ask for a multipart stream gets
+    # 400 with a code (executed as a query it would end in an internal error).
+    async def execute_single(
+        self,
+        request: Request,
+        request_adapter: Any,
+        sub_response: Response,
+        context: Context,
+        root_value: None,
+        request_data: Any,
+    ) -> ExecutionResult:
+        if is_subscription(request_data.query, request_data.operation_name):
+            sub_response.status_code = 400
+            error = GraphQLError(STREAM_NEEDED, extensions={"code": "BAD_REQUEST"})
+            return ExecutionResult(data=None, errors=[error])
+        return await super().execute_single(
+            request, request_adapter, sub_response, context, root_value, request_data
+        )
 
     # GraphQL over HTTP: a client that accepts application/graphql-response+json gets it, and
     # with it 400 (and no `data`) for a request that never reached execution

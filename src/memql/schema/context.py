@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ class Context:
     connection_params: dict[str, Any] | None = None
     # to check credentials again later (a long-lived subscription must notice a revoked key)
     authenticator: Authenticator | None = None
+    # HTTP: the request's headers (a subscription streamed over HTTP checks them again)
+    request_headers: Mapping[str, str] | None = None
 
     def identify(self, principal: Principal) -> None:
         self._principal, self._auth_error = principal, None
