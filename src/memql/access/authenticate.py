@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from memql import metrics
 from memql.access.credentials import bearer_token, hash_key
 from memql.access.jwt import JwtVerifier, looks_like_jwt, unverified_issuer
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
 from memql.db.repository import Conn
-from memql.errors import CredentialsUnavailable, NotEntitled, Unauthenticated
+from memql.errors import CredentialsUnavailable, MemqlError, NotEntitled, Unauthenticated
 from memql.model import Consumer, Principal, Project
 from memql.settings import Settings
 
@@ -85,6 +87,56 @@ class Authenticator:
             grant=grant,
             server_credential=server,
         )
+
+    async def authenticate_many(
+        self, credentials: Sequence[Mapping[str, str]]
+    ) -> list[Principal | MemqlError]:
+        """What each set of headers is worth now, in order: a Principal or the error
+        `authenticate` would raise. Credentials sharing one `Authorization` (an API key acting
+        for many users) are resolved once; each user then gets the policy's grant."""
+        outcomes: list[Principal | MemqlError | None] = [None] * len(credentials)
+        groups: dict[str, list[int]] = {}
+        for i, headers in enumerate(credentials):
+            lowered = {k.lower(): v for k, v in headers.items()}
+            groups.setdefault(lowered.get("authorization") or "", []).append(i)
+        for indexes in groups.values():
+            first, *rest = indexes
+            metrics.CREDENTIAL_RECHECKS.inc()
+            try:
+                resolved = await self.authenticate(credentials[first])
+            except MemqlError as exc:
+                for i in indexes:
+                    outcomes[i] = exc
+                continue
+            outcomes[first] = resolved
+            for i in rest:
+                outcomes[i] = await self._as_user(resolved, credentials[i])
+        return [o for o in outcomes if o is not None]
+
+    async def _as_user(
+        self, resolved: Principal, headers: Mapping[str, str]
+    ) -> Principal | MemqlError:
+        """`resolved` (the same API key) acting for the user of `headers`."""
+        lowered = {k.lower(): v for k, v in headers.items()}
+        user_id = (lowered.get(USER_ID_HEADER) or "").strip()
+        if not resolved.server_credential or not _USER_ID.match(user_id):
+            try:
+                return await self.authenticate(headers)
+            except MemqlError as exc:
+                return exc
+        try:
+            grant = await decide(
+                self._policy,
+                AccessRequest(
+                    user_id,
+                    resolved.consumer.value,
+                    resolved.project_name,
+                    str(resolved.project_id),
+                ),
+            )
+        except MemqlError as exc:
+            return exc
+        return replace(resolved, user_id=user_id, grant=grant)
 
     @asynccontextmanager
     async def _lookup(self) -> AsyncIterator[Conn]:

@@ -7,9 +7,10 @@ from collections.abc import AsyncGenerator, Mapping
 import strawberry
 
 from memql.errors import BadInput
-from memql.model import Principal
+from memql.realtime.recheck import Recheck
 from memql.schema.asgi import connection_headers
 from memql.schema.context import Info
+from memql.schema.rendering import shared_event
 from memql.schema.types import MemoryEvent, MemoryScope
 
 
@@ -38,9 +39,7 @@ class Subscription:
         if authenticator is None or credentials is None:
             raise BadInput("subscribe over a websocket or a multipart HTTP request on /graphql")
 
-        async def recheck() -> Principal:
-            return await authenticator.authenticate(credentials)
-
+        recheck = Recheck(authenticator.authenticate_many, credentials)
         events = context.service.memory_events(principal, scope=scope, since=since, recheck=recheck)
         async for event in events:
-            yield MemoryEvent.from_domain(event)
+            yield shared_event(event)

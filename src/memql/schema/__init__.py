@@ -21,6 +21,7 @@ from memql.resolvers.mutation import Mutation
 from memql.resolvers.query import Query
 from memql.resolvers.subscription import Subscription
 from memql.schema.errors import classify
+from memql.schema.rendering import RenderOnce
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -55,6 +56,8 @@ def build_schema(*, introspection: bool = True) -> strawberry.Schema:
         subscription=Subscription,
         extensions=extensions,
         config=StrawberryConfig(disable_field_suggestions=not introspection),
+        # a live event is executed once per distinct selection, not once per subscriber
+        execution_context_class=RenderOnce,
     )
 
 

@@ -25,6 +25,7 @@ from memql import web
 from memql.access.authenticate import Authenticator
 from memql.errors import MemqlError, Unauthenticated
 from memql.schema.context import Context
+from memql.schema.rendering import encode_once
 from memql.service import MemoryService
 
 
@@ -158,6 +159,10 @@ class GraphQLApp(GraphQL[Context, None]):
         if request_error:
             response.status_code = 400
         return response
+
+    def encode_json(self, data: object) -> str | bytes:
+        # a live event's data goes to many sockets: encoded once (schema/rendering.py)
+        return encode_once(data) or super().encode_json(data)
 
     async def on_ws_connect(self, context: Context) -> Any:
         _, authenticator = self._resources()
