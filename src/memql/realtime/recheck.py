@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from memql.errors import Forbidden, MemqlError
+from memql.errors import CredentialsUnavailable, Forbidden, MemqlError
 from memql.model import Principal, Scope
 
 log = logging.getLogger(__name__)
@@ -73,10 +73,7 @@ class Rechecker:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            try:
-                await self.check_all()
-            except Exception:
-                log.exception("checking the credentials of live streams failed")
+            await self.check_all()
 
     async def check_all(self) -> None:
         """One pass: every live stream's credentials, one call per checker."""
@@ -89,5 +86,10 @@ class Rechecker:
                 outcomes = await check_many([w.recheck.credentials for w in watches])
             except MemqlError as exc:
                 outcomes = [exc] * len(watches)
+            except Exception:
+                # fail closed: a stream whose credentials cannot be checked ends
+                log.exception("checking the credentials of live streams failed")
+                failed = CredentialsUnavailable("credentials cannot be checked right now")
+                outcomes = [failed] * len(watches)
             for w, outcome in zip(watches, outcomes, strict=True):
                 w.judge(outcome)
