@@ -13,9 +13,10 @@ import pytest
 
 from memql import metrics
 from memql.db.pool import open_pool
-from memql.errors import Forbidden, SubscriberBehind
+from memql.errors import Forbidden, MemqlError, SubscriberBehind
 from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
 from memql.realtime import open_realtime
+from memql.realtime.recheck import Recheck
 from memql.service import MemoryService
 from memql.settings import Settings
 
@@ -91,10 +92,10 @@ async def test_a_grant_withdrawn_while_streaming_ends_the_stream(database_url, e
         alice = principal_of(tenant, "alice")
         grant = alice.grant
 
-        async def recheck() -> Principal:
-            return replace(alice, grant=grant)
+        async def check_many(credentials) -> list[Principal | MemqlError]:
+            return [replace(alice, grant=grant) for _ in credentials]
 
-        stream = service.memory_events(alice, recheck=recheck)
+        stream = service.memory_events(alice, recheck=Recheck(check_many, {}))
         waiting = asyncio.create_task(anext(stream))
         await asyncio.sleep(0.5)
         assert not waiting.done(), "the stream ended while the grant still allowed it"

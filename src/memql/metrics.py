@@ -88,3 +88,13 @@ STREAMS_CLOSED = Counter(
     ["code"],
     registry=REGISTRY,
 )
+EVENT_RENDERS = Counter(
+    "memql_realtime_event_renders",
+    "Subscription selections executed on an event (once per distinct selection, not per socket)",
+    registry=REGISTRY,
+)
+CREDENTIAL_RECHECKS = Counter(
+    "memql_realtime_credential_rechecks",
+    "Distinct credentials of live streams resolved again (one per API key or token per pass)",
+    registry=REGISTRY,
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -43,6 +43,7 @@ from memql.settings import Settings
 
 if TYPE_CHECKING:
     from memql.realtime import Realtime
+    from memql.realtime.recheck import Recheck
 
 # Meaning dominates; words the model may not know (names, codes, versions) come through the
 # lexical side; pinning and recency only nudge. Tuned on the dev half of the recall evaluation set
@@ -661,14 +662,15 @@ class MemoryService:
         *,
         scope: Scope | None = None,
         since: str | None = None,
-        recheck: Callable[[], Awaitable[Principal]] | None = None,
+        recheck: Recheck | None = None,
     ) -> AsyncIterator[MemoryEvent]:
         """The principal's memory events in cursor order, each once: its user scope and the
         project scope, as far as the grant reads them (or only `scope`). With `since` (a cursor
         from an earlier event) the stream first replays what followed it, then goes live.
 
-        `recheck` re-authenticates the subscriber; the stream calls it periodically and ends
-        when it raises or the grant no longer reads a subscribed scope.
+        `recheck` re-authenticates the subscriber: every stream of the instance is checked in
+        one pass per interval, and ends when its credentials are refused or the grant no longer
+        reads a subscribed scope.
         """
         scopes = self._readable(principal, scope)
         after = validation.event_cursor(since)

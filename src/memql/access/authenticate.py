@@ -9,12 +9,14 @@ closed), then the access policy, once.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from memql import metrics
 from memql.access.credentials import bearer_token, hash_key
 from memql.access.identity import (
     AUTHORIZATION,
@@ -26,7 +28,7 @@ from memql.access.jwt import JwtVerifier, looks_like_jwt, unverified_issuer
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
 from memql.db.repository import Conn
-from memql.errors import CredentialsUnavailable, NotEntitled, Unauthenticated
+from memql.errors import CredentialsUnavailable, MemqlError, NotEntitled, Unauthenticated
 from memql.model import Consumer, Principal, Project
 from memql.settings import Settings
 
@@ -85,6 +87,59 @@ class Authenticator:
             grant=grant,
             server_credential=server,
         )
+
+    async def authenticate_many(
+        self, credentials: Sequence[Iterable[tuple[str, str]]]
+    ) -> list[Principal | MemqlError]:
+        """What each set of credential headers is worth now, in order: a Principal or the
+        error `authenticate` would raise. Credentials sharing one `Authorization` (an API key
+        acting for many users) are resolved once; each user then gets the policy's grant."""
+        outcomes: list[Principal | MemqlError | None] = [None] * len(credentials)
+        parsed: list[dict[str, str]] = []
+        groups: dict[str, list[int]] = {}
+        for i, headers in enumerate(credentials):
+            try:
+                lowered = credential_headers(headers)
+            except MemqlError as exc:
+                outcomes[i] = exc
+                lowered = {}
+            parsed.append(lowered)
+            if outcomes[i] is None:
+                groups.setdefault(lowered.get(AUTHORIZATION) or "", []).append(i)
+        for indexes in groups.values():
+            first, *rest = indexes
+            metrics.CREDENTIAL_RECHECKS.inc()
+            try:
+                resolved = await self.authenticate(parsed[first].items())
+            except MemqlError as exc:
+                for i in indexes:
+                    outcomes[i] = exc
+                continue
+            outcomes[first] = resolved
+            for i in rest:
+                outcomes[i] = await self._as_user(resolved, parsed[i])
+        return [o for o in outcomes if o is not None]
+
+    async def _as_user(
+        self, resolved: Principal, lowered: dict[str, str]
+    ) -> Principal | MemqlError:
+        """`resolved` (the same API key) acting for the user of `lowered` credential headers."""
+        try:
+            if not resolved.server_credential:
+                return await self.authenticate(lowered.items())
+            user_id = canonical_user_id(lowered.get(USER_ID_HEADER) or "")
+            grant = await decide(
+                self._policy,
+                AccessRequest(
+                    user_id,
+                    resolved.consumer.value,
+                    resolved.project_name,
+                    str(resolved.project_id),
+                ),
+            )
+        except MemqlError as exc:
+            return exc
+        return replace(resolved, user_id=user_id, grant=grant)
 
     @asynccontextmanager
     async def _lookup(self) -> AsyncIterator[Conn]:

@@ -137,6 +137,17 @@ async def replay(
         return [_event(r) for r in await c.fetchall()]
 
 
+async def last_issued(conn: Conn) -> int:
+    """The highest cursor ever drawn (committed or not, erased or not); 0 before the first."""
+    cur = await conn.execute(
+        "select coalesce(pg_sequence_last_value("
+        "pg_get_serial_sequence('memory_events', 'cursor')::regclass), 0)"
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 @dataclass(frozen=True)
 class RelayPosition:
     # every event up to here reached the broadcast

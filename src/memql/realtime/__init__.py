@@ -6,13 +6,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from memql.db.repository import Conn
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime.bus import EventBus
+from memql.realtime.recheck import Recheck, Rechecker
 from memql.realtime.relay import Relay, running
 from memql.realtime.stream import StreamLimits, stream_events
 from memql.settings import Settings
@@ -21,10 +24,13 @@ from memql.settings import Settings
 class Realtime:
     """The running broadcast and relay of one instance."""
 
-    def __init__(self, bus: EventBus, relay: Relay, limits: StreamLimits) -> None:
+    def __init__(
+        self, bus: EventBus, relay: Relay, limits: StreamLimits, rechecker: Rechecker
+    ) -> None:
         self.bus = bus
         self.relay = relay
         self.limits = limits
+        self.rechecker = rechecker
 
     def state(self) -> dict[str, Any]:
         """For /readyz: the broadcast backend and whether it is connected; the relay's role."""
@@ -43,7 +49,7 @@ class Realtime:
         principal: Principal,
         scopes: Sequence[Scope],
         since: int | None,
-        recheck: Callable[[], Awaitable[Principal]] | None,
+        recheck: Recheck | None,
     ) -> AsyncIterator[MemoryEvent]:
         return stream_events(
             bus=self.bus,
@@ -53,6 +59,7 @@ class Realtime:
             scopes=scopes,
             since=since,
             recheck=recheck,
+            rechecker=self.rechecker,
             limits=self.limits,
         )
 
@@ -63,14 +70,22 @@ async def open_realtime(settings: Settings, database_url: str) -> AsyncIterator[
     await bus.start()
     try:
         relay = Relay(database_url, bus, shared=settings.redis_url is not None)
-        async with running(relay):
-            yield Realtime(
-                bus,
-                relay,
-                StreamLimits(
-                    queue=settings.subscriber_queue,
-                    recheck_interval=settings.auth_recheck_seconds,
-                ),
-            )
+        rechecker = Rechecker(settings.auth_recheck_seconds)
+        checking = asyncio.create_task(rechecker.run(), name="memql-stream-recheck")
+        try:
+            async with running(relay):
+                yield Realtime(
+                    bus,
+                    relay,
+                    StreamLimits(
+                        queue=settings.subscriber_queue,
+                        recheck_interval=settings.auth_recheck_seconds,
+                    ),
+                    rechecker,
+                )
+        finally:
+            checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checking
     finally:
         await bus.stop()

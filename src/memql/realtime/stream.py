@@ -15,20 +15,20 @@ and 3 run again from the last cursor delivered. Credentials are checked again ev
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import random
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from memql import metrics
 from memql.db import events as db_events
 from memql.db.repository import Conn
-from memql.errors import Forbidden, MemqlError, SubscriberBehind
+from memql.errors import BadInput, MemqlError, SubscriberBehind
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime import wire
 from memql.realtime.bus import EventBus
+from memql.realtime.recheck import Recheck, Rechecker
 from memql.realtime.relay import Relay
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,10 @@ class StreamLimits:
     recheck_interval: float = 3.0
 
 
+# an idle stream looks at its state this often even when nothing wakes it
+_IDLE_WAIT = 30.0
+
+
 async def stream_events(
     *,
     bus: EventBus,
@@ -52,7 +56,8 @@ async def stream_events(
     principal: Principal,
     scopes: Sequence[Scope],
     since: int | None,
-    recheck: Callable[[], Awaitable[Principal]] | None,
+    recheck: Recheck | None,
+    rechecker: Rechecker,
     limits: StreamLimits,
 ) -> AsyncIterator[MemoryEvent]:
     """The principal's events in `scopes`, in cursor order, each once."""
@@ -60,44 +65,48 @@ async def stream_events(
     metrics.SUBSCRIPTIONS.inc()
     try:
         async with bus.inbox(channels, limits.queue) as inbox:
-            async with session() as conn:
-                horizon = await relay.horizon(conn)
-            last = since if since is not None else horizon
-            replay_to = horizon if since is not None else None
-            # spread the checks of subscribers that connected together over one interval
-            next_check = time.monotonic() + limits.recheck_interval * random.uniform(0.5, 1.0)
-            while True:
-                if inbox.resync:
-                    inbox.resync = False
-                    async with session() as conn:
-                        replay_to = await relay.horizon(conn)
-                while replay_to is not None and last < replay_to:
-                    async with session() as conn:
-                        page = await db_events.replay(
-                            conn, principal, scopes, last, replay_to, REPLAY_PAGE
+            with contextlib.ExitStack() as watching:
+                watch = None
+                if recheck is not None:
+                    watch = watching.enter_context(rechecker.watch(recheck, scopes, inbox.wake))
+                async with session() as conn:
+                    horizon = await relay.horizon(conn)
+                    if since is not None and since > horizon:
+                        await _check_issued(conn, since)
+                last = since if since is not None else horizon
+                replay_to = horizon if since is not None else None
+                while True:
+                    if watch is not None and watch.failure is not None:
+                        raise watch.failure
+                    if inbox.resync:
+                        inbox.resync = False
+                        async with session() as conn:
+                            replay_to = await relay.horizon(conn)
+                    while replay_to is not None and last < replay_to:
+                        async with session() as conn:
+                            page = await db_events.replay(
+                                conn, principal, scopes, last, replay_to, REPLAY_PAGE
+                            )
+                        for event in page:
+                            yield event
+                            last = event.cursor
+                        if len(page) < REPLAY_PAGE:
+                            last = replay_to
+                    replay_to = None
+                    if inbox.overflowed:
+                        raise SubscriberBehind(
+                            "this subscriber fell too far behind the live stream; subscribe"
+                            " again with `since` set to the last cursor it received",
+                            since=str(last),
                         )
-                    for event in page:
-                        yield event
-                        last = event.cursor
-                    if len(page) < REPLAY_PAGE:
-                        last = replay_to
-                replay_to = None
-                if inbox.overflowed:
-                    raise SubscriberBehind(
-                        "this subscriber fell too far behind the live stream; subscribe again with"
-                        " `since` set to the last cursor it received",
-                        since=str(last),
-                    )
-                for live in inbox.take():
-                    if live.cursor <= last:
-                        continue
-                    yield live
-                    last = live.cursor
-                if recheck is not None and time.monotonic() >= next_check:
-                    await _recheck(recheck, scopes)
-                    next_check = time.monotonic() + limits.recheck_interval
-                if not inbox.resync and not inbox.overflowed and not len(inbox):
-                    await inbox.wait(max(0.0, next_check - time.monotonic()))
+                    for live in inbox.take():
+                        if live.cursor <= last:
+                            continue
+                        yield live
+                        last = live.cursor
+                    idle = not (inbox.resync or inbox.overflowed or len(inbox))
+                    if idle and (watch is None or watch.failure is None):
+                        await inbox.wait(_IDLE_WAIT)
     except MemqlError as exc:
         metrics.STREAMS_CLOSED.labels(exc.code).inc()
         raise
@@ -105,13 +114,12 @@ async def stream_events(
         metrics.SUBSCRIPTIONS.dec()
 
 
-async def _recheck(recheck: Callable[[], Awaitable[Principal]], scopes: Sequence[Scope]) -> None:
-    """Raise when the subscriber's credentials no longer allow reading `scopes`."""
-    principal = await recheck()
-    lost = [s.value for s in scopes if not principal.grant.for_scope(s).can_read]
-    if lost:
-        raise Forbidden(
-            f"the grant no longer allows reading {', '.join(lost)}-scope memories; the stream"
-            " is closed",
-            reason="grant-withdrawn",
+async def _check_issued(conn: Conn, since: int) -> None:
+    """Refuse a `since` no event has ever had: such a stream would wait, silent, for the log to
+    reach it. (Above the horizon but issued is fine: the event is on its way.)"""
+    if since > await db_events.last_issued(conn):
+        raise BadInput(
+            f"`since` {since} is beyond the end of the event log: pass the cursor of an event"
+            " this API returned, or omit `since` to start with the next event",
+            argument="since",
         )

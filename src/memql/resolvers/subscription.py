@@ -7,9 +7,10 @@ from collections.abc import AsyncGenerator
 import strawberry
 
 from memql.errors import BadInput
-from memql.model import Principal
+from memql.realtime.recheck import Credentials, Recheck
 from memql.schema.asgi import connection_headers
 from memql.schema.context import Info
+from memql.schema.rendering import shared_event
 from memql.schema.types import MemoryEvent, MemoryScope
 
 
@@ -25,14 +26,20 @@ class Subscription:
     ) -> AsyncGenerator[MemoryEvent, None]:
         context = info.context
         principal = context.principal
-        authenticator, params = context.authenticator, context.connection_params
-        if authenticator is None or params is None:
-            # the stream re-checks credentials from connection_init while it lives
-            raise BadInput("subscribe over a websocket (graphql-transport-ws on /graphql)")
+        authenticator = context.authenticator
+        # the stream re-checks the credentials it started with while it lives: a websocket's
+        # connection_init payload, or the headers of a multipart HTTP request
+        credentials: Credentials | None
+        if context.connection_params is not None:
+            credentials = connection_headers(context.connection_params)
+        elif context.request_headers is not None:
+            credentials = context.request_headers
+        else:
+            credentials = None
+        if authenticator is None or credentials is None:
+            raise BadInput("subscribe over a websocket or a multipart HTTP request on /graphql")
 
-        async def recheck() -> Principal:
-            return await authenticator.authenticate(connection_headers(params))
-
+        recheck = Recheck(authenticator.authenticate_many, credentials)
         events = context.service.memory_events(principal, scope=scope, since=since, recheck=recheck)
         async for event in events:
-            yield MemoryEvent.from_domain(event)
+            yield shared_event(event)

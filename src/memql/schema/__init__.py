@@ -25,6 +25,7 @@ from memql.resolvers.query import Query
 from memql.resolvers.subscription import Subscription
 from memql.schema.asgi import AuthoriseEachOperation
 from memql.schema.errors import classify
+from memql.schema.rendering import RenderOnce
 from memql.schema.write_budget import WriteBudget
 from memql.settings import Limits
 
@@ -93,6 +94,8 @@ def build_schema(
             disable_field_suggestions=not introspection,
             batching_config={"max_operations": batch_max} if batch_max else None,
         ),
+        # a live event is executed once per distinct selection, not once per subscriber
+        execution_context_class=RenderOnce,
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
+from functools import lru_cache
 from http import HTTPStatus
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
-from graphql import GraphQLError
+from graphql import GraphQLError, OperationType, get_operation_ast, parse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
@@ -17,6 +18,11 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.extensions import SchemaExtension
 from strawberry.http import GraphQLRequestData
+from strawberry.subscriptions import (
+    GRAPHQL_TRANSPORT_WS_PROTOCOL,
+    GRAPHQL_WS_PROTOCOL,
+    MULTIPART_SUBSCRIPTION_PROTOCOL,
+)
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
@@ -33,6 +39,7 @@ from memql.errors import (
 from memql.http_errors import error_response
 from memql.schema import persisted
 from memql.schema.context import Context
+from memql.schema.rendering import encode_once
 from memql.service import MemoryService
 
 
@@ -75,6 +82,29 @@ def _refused(error: GraphQLError) -> ExecutionResult:
     return ExecutionResult(data=None, errors=[error])
 
 
+def is_subscription(query: str | None, operation_name: str | None) -> bool:
+    """Whether the operation a request runs is a subscription."""
+    # a keyword test first: the parse below is for the few requests that may subscribe
+    return bool(
+        query and "subscription" in query and _operation_is_subscription(query, operation_name)
+    )
+
+
+@lru_cache(maxsize=64)
+def _operation_is_subscription(query: str, operation_name: str | None) -> bool:
+    try:
+        operation = get_operation_ast(parse(query), operation_name)
+    except GraphQLError:
+        return False  # reported by the execution with its own code
+    return operation is not None and operation.operation is OperationType.SUBSCRIPTION
+
+
+STREAM_NEEDED = (
+    "a subscription is a stream: send it over a websocket on /graphql (graphql-transport-ws or"
+    " graphql-ws), or over HTTP with `Accept: multipart/mixed;subscriptionSpec=1.0`"
+)
+
+
 class GraphQLApp(GraphQL[Context, None]):
     """Strawberry's endpoint plus credentials per request, automatic persisted queries, and
     JSON refusals (`errors[].extensions.code`) where Strawberry answers in plain text."""
@@ -88,6 +118,11 @@ class GraphQLApp(GraphQL[Context, None]):
         persisted_queries: int = 1000,
         **options: Any,
     ) -> None:
+        # subscriptions over websockets, and over HTTP as multipart responses (Apollo Client)
+        options.setdefault(
+            "subscription_protocols",
+            (GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL, MULTIPART_SUBSCRIPTION_PROTOCOL),
+        )
         super().__init__(schema, **options)
         self._resources = resources
         self._max_message_bytes = max_message_bytes
@@ -123,6 +158,11 @@ class GraphQLApp(GraphQL[Context, None]):
         root_value: None,
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
+        # one answer per plain HTTP request: a subscription that did not ask for a multipart
+        # stream gets 400 with a code (executed as a query it would end in an internal error)
+        if is_subscription(request_data.query, request_data.operation_name):
+            sub_response.status_code = 400
+            return _refused(GraphQLError(STREAM_NEEDED, extensions={"code": "BAD_REQUEST"}))
         try:
             sha256 = persisted.requested_hash(request_data.extensions)
         except BadInput as exc:
@@ -178,7 +218,8 @@ class GraphQLApp(GraphQL[Context, None]):
                 websocket=True,
             )
         try:
-            principal = await authenticator.authenticate(http_headers(request.headers.raw))
+            credentials = http_headers(request.headers.raw)
+            principal = await authenticator.authenticate(credentials)
         except NotEntitled:
             # a project without memory: 404, revealing nothing
             raise HTTPException(404, HTTPStatus(404).phrase) from None
@@ -186,7 +227,9 @@ class GraphQLApp(GraphQL[Context, None]):
             # reported by the first field that needs a principal, with its code (credentials
             # that cannot be resolved: SERVICE_UNAVAILABLE, and the answer is a 503)
             return Context(service, None, exc, authenticator=authenticator)
-        return Context(service, principal, authenticator=authenticator)
+        return Context(
+            service, principal, authenticator=authenticator, request_headers=credentials
+        )
 
     # GraphQL over HTTP: a client that accepts application/graphql-response+json gets it, and
     # with it 400 (and no `data`) for a request that never reached execution
@@ -216,6 +259,10 @@ class GraphQLApp(GraphQL[Context, None]):
         if request_error:
             response.status_code = 400
         return response
+
+    def encode_json(self, data: object) -> str | bytes:
+        # a live event's data goes to many sockets: encoded once (schema/rendering.py)
+        return encode_once(data) or super().encode_json(data)
 
     async def on_ws_connect(self, context: Context) -> Any:
         _, authenticator = self._resources()

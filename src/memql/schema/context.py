@@ -26,6 +26,9 @@ class Context:
     authenticator: Authenticator | None = None
     # a websocket connection: its credentials are checked again for every operation
     websocket: bool = False
+    # HTTP: the request's credential headers (a subscription streamed over HTTP checks them
+    # again while it lives)
+    request_headers: list[tuple[str, str]] | None = None
 
     def identify(self, principal: Principal) -> None:
         self._principal, self._auth_error = principal, None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, TypeAlias, cast
+from typing import Annotated, Any, TypeAlias, cast
 
 import strawberry
 from strawberry.scalars import JSON
@@ -282,6 +282,8 @@ class MemoryEvent:
     )
     actor_id: str = strawberry.field(description="The user whose request made the change.")
     occurred_at: datetime
+    # results of selections already executed on this event (schema/rendering.py)
+    renders: strawberry.Private[dict[Any, Any] | None] = None
 
     @classmethod
     def from_domain(cls, e: model.MemoryEvent) -> MemoryEvent:

@@ -1,0 +1,151 @@
+"""memoryEvents at its edges: a `since` beyond the log, a `since` whose event was erased, and
+subscriptions sent over HTTP (multipart streams, or a clear 400 when no stream was asked for)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from tests.operations import ERASE, SAVE
+from tests.ws import MEMORY_EVENTS, EventSubscription, StreamEnded
+
+MULTIPART = "multipart/mixed;subscriptionSpec=1.0,application/json"
+
+
+def save(content: str, **more: Any) -> dict[str, Any]:
+    return {"input": {"content": content, "kind": "EPISODIC", **more}}
+
+
+async def last_issued(db) -> int:
+    cur = await db.execute(
+        "select pg_sequence_last_value(pg_get_serial_sequence('memory_events', 'cursor'))"
+    )
+    (value,) = await cur.fetchone()
+    return int(value or 0)
+
+
+async def test_a_since_beyond_the_end_of_the_log_is_bad_user_input(server, alice, tenant, db):
+    await alice.ok(SAVE, save("A cursor exists now, 2026-09-01."))
+    beyond = str(await last_issued(db) + 1000)
+    async with EventSubscription(server, tenant.key, "alice", since=beyond) as sub:
+        try:
+            await sub.next()
+        except StreamEnded as ended:
+            assert ended.code == "BAD_USER_INPUT"
+            assert "beyond the end of the event log" in ended.errors[0]["message"]
+        else:
+            raise AssertionError("a cursor the log never reached was accepted")
+
+
+async def test_the_newest_cursor_is_a_valid_since(server, alice, tenant, db):
+    await alice.ok(SAVE, save("Before subscribing, 2026-09-02."))
+    newest = str(await last_issued(db))
+    async with EventSubscription(server, tenant.key, "alice", since=newest) as sub:
+        await alice.ok(SAVE, save("After subscribing, 2026-09-03."))
+        [event] = await sub.take(1)
+    assert int(event["cursor"]) > int(newest)
+
+
+async def test_a_since_whose_event_was_erased_resumes_right_after_it(server, alice, tenant, db):
+    """The log keeps every event except those erasure removes; cursors stay ordered, so the
+    cursor of an erased event still marks a place in the log."""
+    gone = (await alice.ok(SAVE, save("Erase me later, 2026-09-04.")))["saveMemory"]["memory"]
+    cur = await db.execute("select cursor from memory_events where memory_id = %s", (gone["id"],))
+    (erased_cursor,) = await cur.fetchone()
+    kept = (await alice.ok(SAVE, save("Keep me, 2026-09-05.")))["saveMemory"]["memory"]
+    await alice.ok(ERASE, {"id": gone["id"]})
+
+    async with EventSubscription(server, tenant.key, "alice", since=str(erased_cursor)) as sub:
+        created, erased = await sub.take(2)
+        assert await sub.quiet(0.5) == []
+    assert (created["type"], created["memoryId"]) == ("memory.created", kept["id"])
+    assert (erased["type"], erased["memory"]) == ("memory.erased", None)
+
+
+async def test_a_subscription_posted_without_asking_for_a_stream_is_a_400_with_a_code(http, alice):
+    for accept in ("application/json", "application/graphql-response+json"):
+        response = await http.post(
+            "/graphql",
+            json={"query": MEMORY_EVENTS},
+            headers={**alice.headers(), "Accept": accept},
+        )
+        assert response.status_code == 400, response.text
+        [error] = response.json()["errors"]
+        assert error["extensions"]["code"] == "BAD_REQUEST"
+        assert "multipart/mixed" in error["message"]
+
+    response = await http.get("/graphql", params={"query": MEMORY_EVENTS}, headers=alice.headers())
+    assert response.status_code == 400, response.text
+    assert response.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+
+
+async def test_a_query_that_merely_mentions_subscription_still_runs(alice):
+    data = await alice.ok('query { memories(contains: "subscription") { edges { cursor } } }')
+    assert data["memories"]["edges"] == []
+
+
+class MultipartStream:
+    """The payloads of Apollo's multipart subscription protocol, one at a time."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.chunks = response.aiter_text()
+        self.buffer = ""
+
+    async def next(self) -> dict[str, Any]:
+        """The next payload (heartbeats `{}` skipped); raises StopAsyncIteration at the end."""
+        while True:
+            while "\r\n--graphql" not in self.buffer:
+                self.buffer += await anext(self.chunks)
+            part, self.buffer = self.buffer.split("\r\n--graphql", 1)
+            body = part.partition("\r\n\r\n")[2].strip()
+            if body.startswith("{"):
+                message = json.loads(body)
+                if message:
+                    payload: dict[str, Any] = message["payload"]
+                    return payload
+
+
+async def test_apollo_multipart_http_subscriptions_replay_then_go_live(
+    server, http, alice, tenant, db
+):
+    await alice.ok(SAVE, save("Replayed over HTTP, 2026-09-06."))
+    since = str(await last_issued(db) - 1)
+    body = {"query": MEMORY_EVENTS, "variables": {"since": since}}
+    headers = {**alice.headers(), "Accept": MULTIPART}
+    async with http.stream("POST", "/graphql", json=body, headers=headers, timeout=20) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("multipart/mixed")
+        stream = MultipartStream(r)
+        replayed = (await stream.next())["data"]["memoryEvents"]
+        await alice.ok(SAVE, save("Live over HTTP, 2026-09-07."))
+        live = (await stream.next())["data"]["memoryEvents"]
+    assert replayed["cursor"] == str(int(since) + 1)
+    assert int(live["cursor"]) > int(replayed["cursor"])
+    assert live["memory"]["content"] == "Live over HTTP, 2026-09-07."
+
+
+async def test_a_multipart_subscription_with_a_bad_since_ends_with_bad_user_input(http, alice, db):
+    beyond = str(await last_issued(db) + 1000)
+    body = {"query": MEMORY_EVENTS, "variables": {"since": beyond}}
+    headers = {**alice.headers(), "Accept": MULTIPART}
+    async with http.stream("POST", "/graphql", json=body, headers=headers, timeout=20) as r:
+        payload = await MultipartStream(r).next()
+    assert payload["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+async def test_a_multipart_subscription_ends_when_its_key_is_revoked(http, alice, tenant, db):
+    headers = {**alice.headers(), "Accept": MULTIPART}
+    async with http.stream(
+        "POST", "/graphql", json={"query": MEMORY_EVENTS}, headers=headers, timeout=20
+    ) as r:
+        stream = MultipartStream(r)
+        await alice.ok(SAVE, save("Still allowed over HTTP, 2026-09-08."))
+        assert (await stream.next())["data"]["memoryEvents"]["type"] == "memory.created"
+        await db.execute(
+            "update api_keys set revoked_at = now() where project_id = %s", (tenant.project_id,)
+        )
+        ended = await stream.next()
+    assert ended["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
