@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -141,6 +142,17 @@ async def log_cursors(url: str, project_id: uuid.UUID, after: int, types=None) -
             (project_id, after, types, types),
         )
         return [int(c) for (c,) in await cur.fetchall()]
+
+
+def readme_verify() -> Callable[[str, dict[str, str], bytes], bool]:
+    """The receiver's check as the README shows it, taken from the README itself."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```python\nimport hashlib")
+    code = readme[start + len("```python\n") : readme.index("```", start + 3)]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    verify: Callable[[str, dict[str, str], bytes], bool] = namespace["verify"]
+    return verify
 
 
 async def status_of(client: GraphQLClient, webhook_id: str) -> dict[str, Any]:
@@ -333,10 +345,14 @@ async def test_events_arrive_signed_in_order_through_failures_and_timeouts_witho
     accepted = receiver.accepted("/all")
     assert [r.cursor for r in accepted] == expected
     assert in_order_without_skipping([r.cursor for r in receiver.attempts("/all")], expected)
+    receiver_check = readme_verify()
     for r in receiver.attempts("/all"):
         assert signing.verify(
             secret, r.body, r.headers["memql-timestamp"], r.headers["memql-signature"]
         )
+        assert receiver_check(secret, r.headers, r.body)
+        assert not receiver_check(secret, r.headers, r.body + b" ")
+        assert not receiver_check("whsec_other", r.headers, r.body)
         assert r.headers["memql-event-cursor"] == str(r.cursor)
         assert r.headers["memql-webhook-id"] == hook["id"]
         assert r.headers["content-type"] == "application/json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ class Received:
     body: bytes
     # the status it answered, or None when it answered too late to count
     status: int | None
+    # when it arrived (time.monotonic)
+    at: float = field(default_factory=time.monotonic)
 
     @property
     def event(self) -> dict[str, Any]:
@@ -52,9 +55,13 @@ class Receiver:
 
 
 @asynccontextmanager
-async def webhook_receiver() -> AsyncIterator[Receiver]:
-    port = free_port()
-    receiver = Receiver(url=f"http://127.0.0.1:{port}")
+async def webhook_receiver(
+    port: int | None = None, receiver: Receiver | None = None
+) -> AsyncIterator[Receiver]:
+    """A receiver on `port` (a free one by default); pass `receiver` to go on recording into
+    one that was stopped (a receiver that goes down and comes back)."""
+    port = port or free_port()
+    receiver = receiver or Receiver(url=f"http://127.0.0.1:{port}")
 
     async def hook(request: Request) -> Response:
         body = await request.body()

@@ -130,6 +130,11 @@ class Deliverer:
                 # a proxy from the environment would connect to the host again, unchecked
                 trust_env=False,
                 headers={"User-Agent": USER_AGENT},
+                # headers and body go out as two writes: without NODELAY the body waits for
+                # the receiver's delayed ACK (40 ms on Linux)
+                transport=httpx.AsyncHTTPTransport(
+                    socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+                ),
             ) as http,
         ):
             # another instance delivers while it holds the lock: ask again every `poll`
@@ -137,6 +142,9 @@ class Deliverer:
                 await asyncio.sleep(self._poll)
             await db_events.listen(conn)
             await conn.execute(f"listen {ENDPOINTS_CHANNEL}")
+            # an acknowledgement lost in a crash only means that event is sent again (at least
+            # once): not worth a disk flush per delivered event
+            await work.execute("set synchronous_commit to off")
             self._final = await db_events.final_position(conn)
             self.role = "leader"
             log.info("webhook deliverer %s leads from cursor %s", self.name, self._final)
