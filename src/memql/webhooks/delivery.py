@@ -48,6 +48,8 @@ DELIVERY_LOCK = 0x6D656D716C_02
 ENDPOINTS_CHANNEL = "memql_webhooks"
 # events read from the log at a time, for one endpoint
 PAGE = 100
+# seconds a page read from the log may be sent from before it is read again
+FRESH = 1.0
 # seconds between reloads of the endpoint list when no notification says it changed
 RELOAD_EVERY = 5.0
 USER_AGENT = "memql-webhooks"
@@ -281,12 +283,20 @@ class _Worker:
                     await self.wake.wait()
                 continue
             events = await db.pending_events(self.work, self.webhook.id, acked, final, PAGE)
+            read_at = time.monotonic()
+            # a full page may have more behind it
+            complete = len(events) < PAGE
             for event in events:
+                if time.monotonic() - read_at > FRESH:
+                    # read again: what was erased since must not go out
+                    complete = False
+                    break
                 error = await self.deliverer.post(self.http, self.webhook, self.secret, event)
                 if error is None:
                     await db.record_delivery(self.work, self.webhook.id, event.cursor)
                     acked, failures = event.cursor, 0
                     continue
+                complete = False
                 failures += 1
                 delay = self.deliverer.backoff(failures)
                 log.info(
@@ -304,9 +314,7 @@ class _Worker:
                 )
                 await asyncio.sleep(delay)
                 break
-            else:
-                # a full page may have more behind it
-                scanned = final if len(events) < PAGE else acked
+            scanned = final if complete else acked
 
 
 @contextlib.asynccontextmanager
