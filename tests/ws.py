@@ -41,8 +41,10 @@ class EventSubscription:
         *,
         scope: str | None = None,
         since: str | None = None,
+        query: str = MEMORY_EVENTS,
     ) -> None:
         self.url = base_url.replace("http://", "ws://") + "/graphql"
+        self.query = query
         self.init = {"Authorization": f"Bearer {key}", "X-User-Id": user}
         self.variables = {"scope": scope, "since": since}
         self.ws: Any = None
@@ -59,7 +61,7 @@ class EventSubscription:
                 {
                     "id": "1",
                     "type": "subscribe",
-                    "payload": {"query": MEMORY_EVENTS, "variables": self.variables},
+                    "payload": {"query": self.query, "variables": self.variables},
                 }
             )
         )

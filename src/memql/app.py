@@ -35,6 +35,8 @@ from memql.schema import build_schema
 from memql.schema.asgi import GraphQLApp
 from memql.service import MemoryService
 from memql.settings import Settings
+from memql.webhooks.delivery import Deliverer
+from memql.webhooks.delivery import running as delivering
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class Resources:
     service: MemoryService
     authenticator: Authenticator
     realtime: Realtime
+    webhooks: Deliverer
 
 
 async def check_embedding_space(url: str, embedder: Embedder) -> None:
@@ -139,6 +142,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             await check_embedding_space(url, active)
             await prepare_ann_index(url, active)
             realtime = await stack.enter_async_context(open_realtime(settings, url))
+            webhooks = await stack.enter_async_context(
+                delivering(Deliverer.from_settings(settings, url))
+            )
             service = MemoryService(pool, active, settings, realtime=realtime)
             metrics.watch_pool(pool)
             stack.callback(metrics.watch_pool, None)
@@ -147,7 +153,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
                 await stack.enter_async_context(serve_metrics(settings, settings.metrics_port))
             else:
                 warn_if_public(settings)
-            resources = Resources(pool, active, service, Authenticator(pool, policy), realtime)
+            resources = Resources(
+                pool, active, service, Authenticator(pool, policy), realtime, webhooks
+            )
             log.info("memql ready (embedder %s)", active.model)
             try:
                 yield
@@ -198,6 +206,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
                 "database": "up",
                 "embedder": resources.embedder.model,
                 **resources.realtime.state(),
+                "webhooks": resources.webhooks.state(),
             }
         )
 

@@ -1,4 +1,4 @@
-"""memql serve | migrate | projects | keys | export | import | reembed."""
+"""memql serve | migrate | projects | keys | webhooks | export | import | reembed."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from memql import transfer
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.access.jwt import JwtConfig
 from memql.db import tenants
+from memql.db import webhooks as db_webhooks
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
 from memql.db.pool import system_connection
 from memql.embeddings import create_embedder
 from memql.errors import ConfigurationError, MemqlError, NotFound
-from memql.model import Consumer, Project
+from memql.model import Consumer, Project, Webhook
 from memql.settings import Settings
 
 
@@ -91,6 +92,64 @@ async def _configure_jwt(conn: psycopg.AsyncConnection, args: argparse.Namespace
         f"project {args.name}: "
         + (f"trusts tokens of {args.issuer}" if config else "trusts no browser tokens")
     )
+    return 0
+
+
+def _when(value: object) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S}" if value is not None else "-"
+
+
+def _webhook_line(w: Webhook) -> str:
+    events = ",".join(w.event_types) if w.event_types else "all events"
+    return f"{w.id}  {w.project_name}  {w.url}  {events}  created {_when(w.created_at)}"
+
+
+async def _webhooks(
+    conn: psycopg.AsyncConnection, args: argparse.Namespace, settings: Settings
+) -> int:
+    from memql.webhooks import registry
+
+    if args.action == "add":
+        project = await _project(conn, args.project)
+        events = args.events.split(",") if args.events is not None else None
+        webhook, secret = await registry.register(
+            conn,
+            project.id,
+            args.url,
+            events,
+            created_by="operator",
+            allow_private=settings.webhooks_allow_private,
+        )
+        print(
+            f"created webhook {webhook.id} for project {project.name}: {webhook.url}"
+            f" ({', '.join(webhook.event_types) if webhook.event_types else 'all events'});"
+            " its signing secret is shown only once:"
+        )
+        print(secret)
+        return 0
+    if args.action == "remove":
+        try:
+            webhook_id = uuid.UUID(args.id)
+        except ValueError:
+            print(f"memql: {args.id!r} is not a webhook id", file=sys.stderr)
+            return 1
+        if not await db_webhooks.delete_webhook(conn, webhook_id):
+            print(f"memql: no webhook {webhook_id}", file=sys.stderr)
+            return 1
+        print(f"removed webhook {webhook_id}")
+        return 0
+    project_id = (await _project(conn, args.project)).id if args.project else None
+    status = args.action == "status"
+    for w in await db_webhooks.list_webhooks(conn, project_id, pending=status):
+        print(_webhook_line(w))
+        if status:
+            state = f"failing ({w.failures} attempts)" if w.failures else "ok"
+            print(
+                f"    {state}; acknowledged up to cursor {w.acked_cursor}, {w.pending} pending;"
+                f" last delivered {_when(w.last_delivered_at)}; last error"
+                f" {w.last_error or '-'} at {_when(w.last_error_at)};"
+                f" next attempt {_when(w.next_attempt_at)}"
+            )
     return 0
 
 
@@ -181,6 +240,27 @@ def main(argv: list[str] | None = None) -> int:
     k_revoke = keys.add_parser("revoke", help="revoke a key by id")
     k_revoke.add_argument("id")
 
+    webhooks = sub.add_parser(
+        "webhooks", help="manage the HTTP endpoints that receive a project's memory events"
+    ).add_subparsers(dest="action", required=True)
+    w_add = webhooks.add_parser(
+        "add", help="register an endpoint; its signing secret is printed alone on the last line"
+    )
+    w_add.add_argument("--project", required=True)
+    w_add.add_argument("url", help="http(s) URL that receives one POST per event")
+    w_add.add_argument(
+        "--events", help="comma-separated event types (default: all), e.g. memory.created"
+    )
+    w_list = webhooks.add_parser("list", help="list endpoints")
+    w_list.add_argument("--project")
+    w_remove = webhooks.add_parser("remove", help="remove an endpoint by id")
+    w_remove.add_argument("id")
+    w_status = webhooks.add_parser(
+        "status",
+        help="delivery state: last acknowledged cursor, pending events, last error, next attempt",
+    )
+    w_status.add_argument("--project")
+
     p_export = sub.add_parser("export", help="write a project's memories as JSON lines")
     p_export.add_argument("--project", required=True)
     p_export.add_argument("--output", "-o", help="file to write (default: stdout)")
@@ -265,6 +345,8 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
             _named(await tenants.set_project_entitlement(conn, args.name, enabled), args.name)
             print(f"project {args.name}: memory {args.action}d")
             return 0
+        if args.command == "webhooks":
+            return await _webhooks(conn, args, settings)
         if args.command == "projects" and args.action == "jwt":
             return await _configure_jwt(conn, args)
         if args.command == "projects":

@@ -246,6 +246,17 @@ class EraseResult:
     erased: int
 
 
+# every type of memory event, in the order a memory's life meets them
+EVENT_TYPES = (
+    "memory.created",
+    "memory.absorbed",
+    "memory.superseded",
+    "memory.retired",
+    "memory.restored",
+    "memory.erased",
+)
+
+
 @dataclass(frozen=True)
 class MemoryEvent:
     """One change to memories, as the realtime stream delivers it.
@@ -282,3 +293,29 @@ class Weights:
             raise ValueError("recall weights must each be in [0, 1] and sum to 1")
         if self.recency_half_life_days <= 0:
             raise ValueError("the recency half-life must be positive")
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """An HTTP endpoint of a project that receives the project's memory events in cursor order.
+
+    `acked_cursor` is the last event its receiver acknowledged (or the end of the log when it was
+    registered); delivery resumes after it. `pending` is filled in only where it was counted.
+    """
+
+    id: uuid.UUID
+    project_id: uuid.UUID
+    project_name: str
+    url: str
+    # None: every event type
+    event_types: tuple[str, ...] | None
+    created_by: str
+    created_at: datetime
+    acked_cursor: int
+    last_delivered_at: datetime | None
+    # failed attempts since the last acknowledged delivery
+    failures: int
+    last_error: str | None
+    last_error_at: datetime | None
+    next_attempt_at: datetime | None
+    pending: int | None = None

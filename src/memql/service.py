@@ -17,6 +17,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from memql import dedup, metrics, pagination, validation
 from memql.context_block import format_context
 from memql.db import repository as repo
+from memql.db import webhooks as db_webhooks
+from memql.db.pool import SYSTEM_ROLE
 from memql.db.repository import Conn
 from memql.embeddings import Embedder, Vector
 from memql.errors import BadInput, Conflict, Forbidden, NotFound, ServiceUnavailable
@@ -37,9 +39,11 @@ from memql.model import (
     Scope,
     Signals,
     TimeRange,
+    Webhook,
     Weights,
 )
 from memql.settings import Settings
+from memql.webhooks import registry as webhook_registry
 
 if TYPE_CHECKING:
     from memql.realtime import Realtime
@@ -679,3 +683,55 @@ class MemoryService:
         return self._realtime.events(
             lambda: self._session(principal), principal, scopes, after, recheck
         )
+
+    # --- webhooks -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _system_session(self) -> AsyncIterator[Conn]:
+        """A transaction that sees every row (endpoints belong to no single user); callers
+        filter by the principal's project."""
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(f"set local role {SYSTEM_ROLE}")
+            yield conn
+
+    @staticmethod
+    def _require_webhook_admin(principal: Principal) -> None:
+        """Endpoints are managed with an API key whose grant reads both scopes: an endpoint
+        receives the project's shared memories and every user's own, which such a key can
+        already read by naming each user. The consumer is not checked: the access policy has
+        already turned it into the grant."""
+        if not principal.server_credential:
+            raise Forbidden("webhooks are managed with a server credential (API key)")
+        if len(principal.grant.readable_scopes()) < len(Scope):
+            raise Forbidden(
+                "a webhook receives project-scope and user-scope events: this credential's grant"
+                " does not read both"
+            )
+
+    async def add_webhook(
+        self, principal: Principal, url: str, events: Sequence[str] | None
+    ) -> tuple[Webhook, str]:
+        """Register an endpoint of the principal's project; returns it with its signing secret,
+        which is not shown again."""
+        self._require_webhook_admin(principal)
+        async with self._system_session() as conn:
+            return await webhook_registry.register(
+                conn,
+                principal.project_id,
+                url,
+                events,
+                created_by=f"api key as {principal.user_id}",
+                allow_private=self._settings.webhooks_allow_private,
+            )
+
+    async def webhooks(self, principal: Principal) -> list[Webhook]:
+        """The project's endpoints with their delivery state."""
+        self._require_webhook_admin(principal)
+        async with self._system_session() as conn:
+            return await db_webhooks.list_webhooks(conn, principal.project_id, pending=True)
+
+    async def remove_webhook(self, principal: Principal, webhook_id: uuid.UUID) -> None:
+        self._require_webhook_admin(principal)
+        async with self._system_session() as conn:
+            if not await db_webhooks.delete_webhook(conn, webhook_id, principal.project_id):
+                raise NotFound("no such webhook in this project")

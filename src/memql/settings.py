@@ -80,6 +80,13 @@ class Settings:
     # the largest HTTP request body or websocket message; 4 MiB holds a full batch of the
     # longest memories (100 x 8192 characters, UTF-8) with their sources
     max_body_bytes: int = 4 * 1024 * 1024
+    # webhooks: deliver to private, loopback and link-local addresses too
+    webhooks_allow_private: bool = False
+    # webhooks: seconds a receiver has to answer one POST
+    webhooks_timeout: float = 10.0
+    # webhooks: the first and the longest wait before retrying a failed delivery (seconds)
+    webhooks_backoff_min: float = 1.0
+    webhooks_backoff_max: float = 60.0
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -147,6 +154,12 @@ class Settings:
             values["auth_recheck_seconds"] = _seconds("MEMQL_AUTH_RECHECK_SECONDS", v)
         if v := env.get("MEMQL_MAX_BODY_BYTES"):
             values["max_body_bytes"] = _int("MEMQL_MAX_BODY_BYTES", v, minimum=1024)
+        if v := env.get("MEMQL_WEBHOOKS_ALLOW_PRIVATE"):
+            values["webhooks_allow_private"] = _bool("MEMQL_WEBHOOKS_ALLOW_PRIVATE", v)
+        for name in ("timeout", "backoff_min", "backoff_max"):
+            env_name = f"MEMQL_WEBHOOKS_{name.upper()}"
+            if v := env.get(env_name):
+                values[f"webhooks_{name}"] = _seconds(env_name, v)
         s = replace(s, **values)  # type: ignore[arg-type]
         s.validate()
         return s
@@ -169,6 +182,10 @@ class Settings:
             )
         if self.embeddings_timeout <= 0:
             raise ConfigurationError("MEMQL_EMBEDDINGS_TIMEOUT must be positive")
+        if self.webhooks_backoff_min > self.webhooks_backoff_max:
+            raise ConfigurationError(
+                "MEMQL_WEBHOOKS_BACKOFF_MIN must not exceed MEMQL_WEBHOOKS_BACKOFF_MAX"
+            )
         if not self.near_duplicate_threshold <= self.absorb_threshold:
             raise ConfigurationError(
                 "MEMQL_NEAR_DUPLICATE_THRESHOLD must not exceed MEMQL_ABSORB_THRESHOLD"

@@ -7,6 +7,7 @@ import strawberry
 from memql.schema.context import Info, parse_id
 from memql.schema.inputs import SaveMemoryInput
 from memql.schema.types import (
+    AddWebhookPayload,
     EraseResult,
     IdArg,
     Memory,
@@ -14,6 +15,7 @@ from memql.schema.types import (
     NearDuplicate,
     SaveMemoryPayload,
     SupersedeMemoryPayload,
+    Webhook,
 )
 
 
@@ -100,3 +102,23 @@ class Mutation:
     async def erase_user_memories(self, info: Info) -> EraseResult:
         result = await info.context.service.erase_user(info.context.principal)
         return EraseResult(erased=result.erased)
+
+    @strawberry.mutation(
+        description="Register an HTTP endpoint that receives this project's memory events"
+        " (`events`: only these types). Server credentials only; the signing secret is in the"
+        " answer, and only there."
+    )
+    async def add_webhook(
+        self, info: Info, url: str, events: list[str] | None = None
+    ) -> AddWebhookPayload:
+        webhook, secret = await info.context.service.add_webhook(
+            info.context.principal, url, events
+        )
+        return AddWebhookPayload(webhook=Webhook.from_domain(webhook), secret=secret)
+
+    @strawberry.mutation(description="Stop delivering to an endpoint. Server credentials only.")
+    async def remove_webhook(self, info: Info, id: strawberry.ID) -> bool:
+        await info.context.service.remove_webhook(
+            info.context.principal, parse_id(id, argument="id", what="webhook id")
+        )
+        return True

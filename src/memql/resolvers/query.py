@@ -21,6 +21,7 @@ from memql.schema.types import (
     Node,
     RecallHit,
     Viewer,
+    Webhook,
 )
 
 OccurredAfter = Annotated[
@@ -178,3 +179,11 @@ class Query:
             info.context.principal, query=query, budget=budget
         )
         return MemoryContext(text=block.text, count=block.count, omitted=block.omitted)
+
+    @strawberry.field(
+        description="This project's webhook endpoints with their delivery state. Server"
+        " credentials only."
+    )
+    async def webhooks(self, info: Info) -> list[Webhook]:
+        found = await info.context.service.webhooks(info.context.principal)
+        return [Webhook.from_domain(w) for w in found]

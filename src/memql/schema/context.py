@@ -55,8 +55,8 @@ class Context:
 Info = StrawberryInfo[Context, None]
 
 
-def parse_id(value: str, *, argument: str = "id") -> uuid.UUID:
+def parse_id(value: str, *, argument: str = "id", what: str = "memory id") -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise BadInput(f"`{argument}` is not a memory id (a UUID)", argument=argument) from None
+        raise BadInput(f"`{argument}` is not a {what} (a UUID)", argument=argument) from None

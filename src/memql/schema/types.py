@@ -298,4 +298,50 @@ class MemoryEvent:
         )
 
 
+@strawberry.type(description="An HTTP endpoint that receives the project's memory events.")
+class Webhook:
+    id: strawberry.ID
+    url: str
+    events: list[str] | None = strawberry.field(
+        description="The event types it receives; null: every type."
+    )
+    created_at: datetime
+    acked_cursor: str = strawberry.field(
+        description="The last event its receiver acknowledged; delivery resumes after it."
+    )
+    pending_count: int = strawberry.field(description="Events it has still to receive.")
+    failures: int = strawberry.field(description="Failed attempts since the last delivery.")
+    last_error: str | None
+    last_error_at: datetime | None
+    next_attempt_at: datetime | None = strawberry.field(
+        description="When a failed delivery is tried again."
+    )
+    last_delivered_at: datetime | None
+
+    @classmethod
+    def from_domain(cls, w: model.Webhook) -> Webhook:
+        return cls(
+            id=strawberry.ID(str(w.id)),
+            url=w.url,
+            events=list(w.event_types) if w.event_types is not None else None,
+            created_at=w.created_at,
+            acked_cursor=str(w.acked_cursor),
+            pending_count=w.pending or 0,
+            failures=w.failures,
+            last_error=w.last_error,
+            last_error_at=w.last_error_at,
+            next_attempt_at=w.next_attempt_at,
+            last_delivered_at=w.last_delivered_at,
+        )
+
+
+@strawberry.type
+class AddWebhookPayload:
+    webhook: Webhook
+    secret: str = strawberry.field(
+        description="The key of the HMAC-SHA256 in each POST's Memql-Signature header; shown"
+        " only here."
+    )
+
+
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="A memory id (UUID).")]

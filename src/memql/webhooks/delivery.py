@@ -1,0 +1,328 @@
+"""The deliverer: every project's events, from the log, POSTed to the project's endpoints.
+
+One deliverer is active across all instances: the holder of a PostgreSQL advisory lock on its
+own connection (the others ask again every `poll` seconds and take over when the holder's
+connection ends). It listens to the notification every event sends (`memql_events`, as the
+relay does), with a poll as a fallback, and keeps a *final* cursor: every event up to it has
+committed or never will (the relay's rule, `db.events.read_final`), so an endpoint never
+passes an event whose transaction commits late.
+
+Each endpoint has its own worker that reads the endpoint's events after its last acknowledged
+cursor (`acked_cursor`, in the database) up to the final cursor, and POSTs them one at a time,
+in cursor order. A 2xx answer acknowledges the event and moves `acked_cursor`; anything else
+(another status, a timeout, a refused address) is a failure: the worker waits with exponential
+backoff and tries the same event again, reading it anew from the log. A failing endpoint only
+delays itself. A restart, a failover or a removed-and-restored database resumes every endpoint
+after its `acked_cursor`, so each event arrives at least once; receivers drop repeats by cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import psycopg
+
+from memql.db import events as db_events
+from memql.db import webhooks as db
+from memql.db.pool import system_connection
+from memql.model import MemoryEvent, Webhook
+from memql.settings import Settings
+from memql.webhooks import payload, signing, targets
+
+log = logging.getLogger(__name__)
+
+# held (session level) by the one deliverer that POSTs; a constant shared by every instance
+DELIVERY_LOCK = 0x6D656D716C_02
+ENDPOINTS_CHANNEL = "memql_webhooks"
+# events read from the log at a time, for one endpoint
+PAGE = 100
+# seconds a page read from the log may be sent from before it is read again
+FRESH = 1.0
+# seconds between reloads of the endpoint list when no notification says it changed
+RELOAD_EVERY = 5.0
+USER_AGENT = "memql-webhooks"
+ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Backoff:
+    first: float = 1.0
+    most: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        """Seconds before the next attempt after `failures` failures in a row (jittered
+        downwards, so endpoints that failed together do not retry together)."""
+        base = min(self.most, self.first * 2 ** min(failures - 1, 30))
+        return base * random.uniform(0.75, 1.0)
+
+
+class Deliverer:
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        allow_private: bool = False,
+        timeout: float = 10.0,
+        backoff: Backoff | None = None,
+        poll: float = 0.5,
+        batch: int = 500,
+    ) -> None:
+        self._url = database_url
+        self._allow_private = allow_private
+        self._timeout = timeout
+        self._backoff = backoff or Backoff()
+        self._poll = poll
+        self._batch = batch
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.role = "standby"
+        # every event up to here has committed or never will
+        self._final = 0
+        self._workers: dict[uuid.UUID, _Worker] = {}
+        self._reload = True
+
+    @classmethod
+    def from_settings(cls, settings: Settings, database_url: str) -> Deliverer:
+        return cls(
+            database_url,
+            allow_private=settings.webhooks_allow_private,
+            timeout=settings.webhooks_timeout,
+            backoff=Backoff(settings.webhooks_backoff_min, settings.webhooks_backoff_max),
+        )
+
+    @property
+    def final(self) -> int:
+        return self._final
+
+    def state(self) -> dict[str, Any]:
+        return {"role": self.role, "endpoints": len(self._workers)}
+
+    async def run(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self._lead()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("webhook delivery stopped (%s); restarting in %.1fs", exc, delay)
+            self.role = "standby"
+            self._workers.clear()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _lead(self) -> None:
+        async with (
+            await system_connection(self._url, autocommit=True) as conn,
+            await system_connection(self._url, autocommit=True) as work,
+            httpx.AsyncClient(
+                timeout=self._timeout,
+                follow_redirects=False,
+                # a proxy from the environment would connect to the host again, unchecked
+                trust_env=False,
+                headers={"User-Agent": USER_AGENT},
+                # headers and body go out as two writes: without NODELAY the body waits for
+                # the receiver's delayed ACK (40 ms on Linux)
+                transport=httpx.AsyncHTTPTransport(
+                    socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+                ),
+            ) as http,
+        ):
+            # another instance delivers while it holds the lock: ask again every `poll`
+            while not await _try_lock(conn):  # noqa: ASYNC110
+                await asyncio.sleep(self._poll)
+            await db_events.listen(conn)
+            await conn.execute(f"listen {ENDPOINTS_CHANNEL}")
+            # an acknowledgement lost in a crash only means that event is sent again (at least
+            # once): not worth a disk flush per delivered event
+            await work.execute("set synchronous_commit to off")
+            self._final = await db_events.final_position(conn)
+            self.role = "leader"
+            log.info("webhook deliverer %s leads from cursor %s", self.name, self._final)
+            async with asyncio.TaskGroup() as workers:
+                await self._follow_log(conn, work, http, workers)
+
+    async def _follow_log(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        work: psycopg.AsyncConnection[Any],
+        http: httpx.AsyncClient,
+        workers: asyncio.TaskGroup,
+    ) -> None:
+        gap: db_events.Gap | None = None
+        reloaded = 0.0
+        while True:
+            if self._reload or time.monotonic() - reloaded > RELOAD_EVERY:
+                self._reload = False
+                reloaded = time.monotonic()
+                await self._sync_workers(work, http, workers)
+            final = await db_events.read_final(conn, self._final, gap, self._batch)
+            gap = final.waiting
+            if final.events:
+                self._final = final.events[-1].cursor
+                projects = {e.project_id for e in final.events}
+                for worker in self._workers.values():
+                    if worker.webhook.project_id in projects:
+                        worker.wake.set()
+                continue
+            # the backlog of notifications comes at once; then wait for the next one
+            async for notify in conn.notifies(timeout=self._poll, stop_after=1):
+                if notify.channel == ENDPOINTS_CHANNEL:
+                    self._reload = True
+
+    async def _sync_workers(
+        self,
+        work: psycopg.AsyncConnection[Any],
+        http: httpx.AsyncClient,
+        workers: asyncio.TaskGroup,
+    ) -> None:
+        """Start a worker for each new endpoint; stop those of removed ones."""
+        current = {w.id: (w, secret) for w, secret in await db.delivery_targets(work)}
+        for webhook_id in list(self._workers):
+            if webhook_id not in current:
+                self._workers.pop(webhook_id).task.cancel()
+        for webhook_id, (webhook, secret) in current.items():
+            if webhook_id not in self._workers:
+                worker = _Worker(self, work, http, webhook, secret)
+                worker.task = workers.create_task(worker.run(), name=f"memql-webhook-{webhook_id}")
+                self._workers[webhook_id] = worker
+
+    # --- one attempt ----------------------------------------------------------------------
+
+    async def post(
+        self, http: httpx.AsyncClient, webhook: Webhook, secret: str, event: MemoryEvent
+    ) -> str | None:
+        """POST one event; None when the receiver acknowledged it, else what went wrong."""
+        try:
+            target = targets.parse(webhook.url)
+            address = (await targets.checked_addresses(target, allow_private=self._allow_private))[
+                0
+            ]
+        except targets.TargetRefused as exc:
+            return f"refused: {exc}"
+        body = payload.body(event)
+        timestamp = int(time.time())
+        headers = {
+            "Content-Type": "application/json",
+            signing.TIMESTAMP_HEADER: str(timestamp),
+            signing.SIGNATURE_HEADER: signing.signature(secret, timestamp, body),
+            "Memql-Webhook-Id": str(webhook.id),
+            "Memql-Event-Cursor": str(event.cursor),
+            "Memql-Event-Type": event.type,
+        }
+        # connect to the address just checked, not to whatever the name resolves to next
+        url = httpx.URL(target.url)
+        headers["Host"] = url.netloc.decode("ascii")
+        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+        try:
+            async with http.stream(
+                "POST",
+                url.copy_with(host=str(address)),
+                content=body,
+                headers=headers,
+                extensions=extensions,
+            ) as response:
+                if 200 <= response.status_code < 300:
+                    return None
+                return f"HTTP {response.status_code}"
+        except httpx.TimeoutException:
+            return f"no answer within {self._timeout:g} s"
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"[:ERROR_CHARS] or type(exc).__name__
+
+    def backoff(self, failures: int) -> float:
+        return self._backoff.delay(failures)
+
+
+async def _try_lock(conn: psycopg.AsyncConnection[Any]) -> bool:
+    cur = await conn.execute("select pg_try_advisory_lock(%s)", (DELIVERY_LOCK,))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+class _Worker:
+    """Delivers one endpoint's events in cursor order, one in flight at a time."""
+
+    def __init__(
+        self,
+        deliverer: Deliverer,
+        work: psycopg.AsyncConnection[Any],
+        http: httpx.AsyncClient,
+        webhook: Webhook,
+        secret: str,
+    ) -> None:
+        self.deliverer = deliverer
+        self.work = work
+        self.http = http
+        self.webhook = webhook
+        self.secret = secret
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None]
+
+    async def run(self) -> None:
+        acked = self.webhook.acked_cursor
+        # every event of this endpoint up to here was delivered (or is not one of its types)
+        scanned = acked
+        failures = self.webhook.failures
+        while True:
+            final = self.deliverer.final
+            if scanned >= final:
+                self.wake.clear()
+                if self.deliverer.final <= scanned:
+                    await self.wake.wait()
+                continue
+            events = await db.pending_events(self.work, self.webhook.id, acked, final, PAGE)
+            read_at = time.monotonic()
+            # a full page may have more behind it
+            complete = len(events) < PAGE
+            for event in events:
+                if time.monotonic() - read_at > FRESH:
+                    # read again: what was erased since must not go out
+                    complete = False
+                    break
+                error = await self.deliverer.post(self.http, self.webhook, self.secret, event)
+                if error is None:
+                    await db.record_delivery(self.work, self.webhook.id, event.cursor)
+                    acked, failures = event.cursor, 0
+                    continue
+                complete = False
+                failures += 1
+                delay = self.deliverer.backoff(failures)
+                log.info(
+                    "webhook %s: event %s not delivered (%s); next attempt in %.1fs",
+                    self.webhook.id,
+                    event.cursor,
+                    error,
+                    delay,
+                )
+                await db.record_failure(
+                    self.work,
+                    self.webhook.id,
+                    error[:ERROR_CHARS],
+                    datetime.now(UTC) + timedelta(seconds=delay),
+                )
+                await asyncio.sleep(delay)
+                break
+            scanned = final if complete else acked
+
+
+@contextlib.asynccontextmanager
+async def running(deliverer: Deliverer) -> AsyncIterator[Deliverer]:
+    task = asyncio.create_task(deliverer.run(), name="memql-webhooks")
+    try:
+        yield deliverer
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task

@@ -1,0 +1,38 @@
+"""A webhook's body: the event exactly as the `memoryEvents` subscription shows it with every
+field selected (camelCase names, enum names, ISO 8601 times), built from the same GraphQL types."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from datetime import datetime
+from typing import Any
+
+from strawberry.utils.str_converters import to_camel_case
+
+from memql import model
+from memql.schema.types import MemoryEvent
+
+
+def _graphql_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            to_camel_case(f.name): _graphql_value(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+        }
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_graphql_value(v) for v in value]
+    return value
+
+
+def event_json(event: model.MemoryEvent) -> dict[str, Any]:
+    return dict(_graphql_value(MemoryEvent.from_domain(event)))
+
+
+def body(event: model.MemoryEvent) -> bytes:
+    return json.dumps(event_json(event), separators=(",", ":"), ensure_ascii=False).encode()
