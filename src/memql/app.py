@@ -19,6 +19,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from memql import metrics, web
 from memql.access.authenticate import Authenticator, policy_from
+from memql.access.cache import listening
 from memql.db import embedding_space as space
 from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
@@ -138,7 +139,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             metrics.watch_pool(pool)
             stack.callback(metrics.watch_pool, None)
             await stack.enter_async_context(mcp.running())
-            resources = Resources(pool, active, service, Authenticator(pool, policy), realtime)
+            authenticator = Authenticator(pool, policy)
+            await stack.enter_async_context(listening(authenticator.cache, url))
+            resources = Resources(pool, active, service, authenticator, realtime)
             log.info("memql ready (embedder %s)", active.model)
             try:
                 yield

@@ -17,7 +17,7 @@ from memql.context_block import format_context
 from memql.db import repository as repo
 from memql.db.repository import Conn
 from memql.embeddings import Embedder, Vector
-from memql.errors import BadInput, Conflict, Forbidden, NotFound
+from memql.errors import BadInput, Conflict, Forbidden, NotFound, Unauthenticated
 from memql.model import (
     ContextBlock,
     EraseResult,
@@ -74,11 +74,16 @@ class MemoryService:
         return self._embedder.model
 
     @asynccontextmanager
-    async def _session(self, principal: Principal) -> AsyncIterator[Conn]:
+    async def _session(
+        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[Conn]:
         """A transaction on behalf of `principal`: every request-path query runs in one, so
-        row-level security sees the principal's project and user."""
+        row-level security sees the principal's project and user. The binding statement also
+        checks the credential again (a key revoked, an entitlement withdrawn since the
+        principal was resolved or cached): nothing is read or written for a stale one."""
         async with self._pool.connection() as conn, conn.transaction():
-            await repo.bind_principal(conn, principal)
+            if not await repo.bind_principal(conn, principal, settings):
+                raise Unauthenticated("the credential was revoked or its project has no memory")
             try:
                 yield conn
             except pg_errors.UniqueViolation as exc:
@@ -507,7 +512,7 @@ class MemoryService:
         categories: Sequence[str] | None = None,
     ) -> list[RecallHit]:
         [vector] = await self._embedder.embed([query])
-        async with self._session(principal) as conn:
+        async with self._session(principal, repo.RECALL_SETTINGS) as conn:
             rows = await repo.recall(
                 conn,
                 principal,

@@ -95,12 +95,36 @@ async def _fetch_memory(conn: Conn, sql: str, params: dict[str, Any]) -> Memory 
     return rows[0] if rows else None
 
 
-async def bind_principal(conn: Conn, principal: Principal) -> None:
-    """Scope this transaction to `principal`; row-level security policies read these values."""
-    await conn.execute(
-        "select set_config('memql.project_id', %s, true), set_config('memql.user_id', %s, true)",
-        (str(principal.project_id), principal.user_id),
+async def bind_principal(
+    conn: Conn, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+) -> bool:
+    """Scope this transaction to `principal` (row-level security policies read these values)
+    and apply `settings` to it, in one round trip. False when the principal's credential no
+    longer holds: its key was revoked, or its project lost its entitlement or was deleted."""
+    extra = "".join(f", set_config(%(s{i})s, %(v{i})s, true)" for i in range(len(settings)))
+    params: dict[str, Any] = {
+        "project_id": str(principal.project_id),
+        "user_id": principal.user_id,
+        "key_id": principal.key_id,
+    }
+    for i, (name, value) in enumerate(settings):
+        params[f"s{i}"], params[f"v{i}"] = name, value
+    cur = await conn.execute(
+        f"""
+        select set_config('memql.project_id', %(project_id)s, true),
+            set_config('memql.user_id', %(user_id)s, true){extra},
+            exists(
+                select from projects p
+                where p.id = %(project_id)s::uuid and p.memory_enabled
+                  and (%(key_id)s::uuid is null or exists(
+                      select from api_keys k
+                      where k.id = %(key_id)s and k.project_id = p.id and k.revoked_at is null))
+            )
+        """,
+        params,
     )
+    row = await cur.fetchone()
+    return bool(row and row[-1])
 
 
 # --- writes -------------------------------------------------------------------------------
@@ -414,6 +438,13 @@ PROJECT_POOL = 200
 HNSW_MAX_SCAN_TUPLES = 50_000
 # candidates per HNSW search step; an iterative scan takes further steps until the pool is full
 HNSW_EF_SEARCH = 100
+# what a recall's transaction sets (with the principal, in one round trip: see bind_principal);
+# relaxed order: the pool is re-scored, so HNSW's order need not be exact
+RECALL_SETTINGS = (
+    ("hnsw.iterative_scan", "relaxed_order"),
+    ("hnsw.max_scan_tuples", str(HNSW_MAX_SCAN_TUPLES)),
+    ("hnsw.ef_search", str(HNSW_EF_SEARCH)),
+)
 
 
 async def recall(
@@ -464,12 +495,6 @@ async def recall(
     # the dimension is spelt out (an int, not user input) so the planner can match the
     # expression index of `ensure_ann_index` even in a generic plan
     dims = int(embedding.shape[0])
-    # relaxed order: the pool is re-scored below, so HNSW's order need not be exact
-    await conn.execute(
-        "select set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-        " set_config('hnsw.max_scan_tuples', %s, true), set_config('hnsw.ef_search', %s, true)",
-        (str(HNSW_MAX_SCAN_TUPLES), str(HNSW_EF_SEARCH)),
-    )
     sql = f"""
         with q as (
             select replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery
