@@ -50,6 +50,28 @@ VISIBLE = """
 
 LIVE = "m.invalidated_at is null and (m.expires_at is null or m.expires_at > now())"
 
+# The two owners a principal reads, each a branch the owner indexes serve on its own
+OWN = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
+SHARED = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
+
+
+def first_per_owner(conditions: str, order: str) -> str:
+    """The first `%(limit)s` visible rows in `order` that meet `conditions`, taken from each
+    owner separately and merged: an index on (owner, order) reads `limit` rows of each, never
+    a whole shared scope that a plain `VISIBLE` (an OR) would sort in full."""
+    branches = [
+        f"""
+        (select {MEMORY_COLUMNS} from memories m
+         where '{scope}' = any(%(scopes)s) and {owner} and ({conditions})
+         order by {order} limit %(limit)s)
+        """
+        for scope, owner in (("user", OWN), ("project", SHARED))
+    ]
+    return f"""
+        select {MEMORY_COLUMNS} from ({" union all ".join(branches)}) m
+        order by {order} limit %(limit)s
+    """
+
 
 def _visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
     return {
@@ -398,7 +420,7 @@ async def list_page(
     conn: Conn, principal: Principal, flt: MemoryFilter, first: int, after: str | None
 ) -> Page:
     """Newest first, keyset-paginated on (created_at, id)."""
-    conditions = [VISIBLE]
+    conditions = ["true"]
     params: dict[str, Any] = {**_visibility(principal, flt.scopes), "limit": first + 1}
     if not flt.include_invalidated:
         conditions.append(LIVE)
@@ -419,12 +441,9 @@ async def list_page(
         conditions.append("(m.created_at, m.id) < (%(after_created)s, %(after_id)s)")
         params["after_created"] = created
         params["after_id"] = ident
-    sql = f"""
-        select {MEMORY_COLUMNS} from memories m
-        where {" and ".join(f"({c})" for c in conditions)}
-        order by m.created_at desc, m.id desc
-        limit %(limit)s
-    """
+    sql = first_per_owner(
+        " and ".join(f"({c})" for c in conditions), "m.created_at desc, m.id desc"
+    )
     rows = await _fetch_memories(conn, sql, params)
     has_next = len(rows) > first
     rows = rows[:first]
@@ -434,6 +453,10 @@ async def list_page(
 
 # shared (project-scope) candidates taken by each of vector and full-text order before fusion
 PROJECT_POOL = 200
+# a filtered project recall scores every matching shared row when there are at most this many
+# (an exact scan of a few thousand rows costs a few milliseconds, where the HNSW route would
+# walk much of the graph to find the few rows a selective filter keeps)
+EXACT_SCAN_ROWS = 5_000
 # how far an HNSW iterative scan may go looking for rows that pass the filters
 HNSW_MAX_SCAN_TUPLES = 50_000
 # candidates per HNSW search step; an iterative scan takes further steps until the pool is full
@@ -463,9 +486,10 @@ async def recall(
     """Rank the principal's live memories of `model` against `query`; best first.
 
     The caller's own (user-scope) memories are all scored, so their top `limit` is exact. Shared
-    project-scope memories can be many: the `PROJECT_POOL` nearest by vector (through the
-    dimension's HNSW index with an iterative scan, so filters never starve it; see
-    `ensure_ann_index`) and the `PROJECT_POOL` best by full text join the pool. Below
+    project-scope memories can be many: the `PROJECT_POOL` nearest by vector and the
+    `PROJECT_POOL` best by full text join the pool. By vector, a filter that keeps at most
+    `EXACT_SCAN_ROWS` shared rows scores them all (exact); otherwise the dimension's HNSW index
+    answers, with an iterative scan so filters never starve it (see `ensure_ann_index`). Below
     `PROJECT_POOL` matching rows that is every row, so small projects are exact too. The lexical
     query ORs the stemmed words of `query`; its rank is normalised by the best match in the pool.
     """
@@ -483,15 +507,34 @@ async def recall(
         "w_pinned": weights.pinned,
         "half_life": weights.recency_half_life_days,
     }
+    # the same filters written so that no index serves them and the planner assumes they keep
+    # half the rows: the HNSW route must not be turned by its estimate (one for any category)
+    # into a sort of every match
+    opaque = list(filters)
     if kinds:
         filters.append("m.kind = any(%(kinds)s)")
+        opaque.append("coalesce(m.kind = any(%(kinds)s), false)")
         params["kinds"] = [k.value for k in kinds]
     if categories:
         filters.append("m.category = any(%(categories)s)")
+        opaque.append("coalesce(m.category = any(%(categories)s), false)")
         params["categories"] = list(categories)
     where = " and ".join(f"({c})" for c in filters)
-    own = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
-    shared = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
+    where_opaque = " and ".join(f"({c})" for c in opaque)
+    if kinds or categories:
+        params["exact_rows"] = EXACT_SCAN_ROWS
+        counted = f"""
+        filtered as (
+            select count(*) as n from (
+                select from memories m where 'project' = any(%(scopes)s) and {SHARED}
+                  and {where} limit %(exact_rows)s + 1) f
+        ),"""
+        few = "((select n from filtered) <= %(exact_rows)s)"
+    else:
+        counted = ""
+        # unfiltered, the HNSW route is the faster from a few hundred rows on, and exact below
+        # PROJECT_POOL rows anyway (it returns every row)
+        few = "false"
     # the dimension is spelt out (an int, not user input) so the planner can match the
     # expression index of `ensure_ann_index` even in a generic plan
     dims = int(embedding.shape[0])
@@ -499,21 +542,31 @@ async def recall(
         with q as (
             select replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery
                 as tsq
-        ),
+        ),{counted}
         pool as (
             -- whole rows, not ids joined back to memories: on fresh statistics the planner
             -- would nest that join (pool x rows), quadratic in the caller's memories
             select m.* from memories m
-            where 'user' = any(%(scopes)s) and {own} and {where}
+            where 'user' = any(%(scopes)s) and {OWN} and {where}
+            union all
+            -- shared rows by vector, one route of two by how many rows the filters keep (the
+            -- planner cannot know: it picks one plan for every category); the count is an
+            -- init plan, so only the chosen route runs. Few: score them all (exact). Many: the
+            -- HNSW index, whose iterative scan skips rows the filters reject.
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and {SHARED} and {where}
+               and {few} and vector_dims(m.embedding) = {dims}
+             order by m.embedding <=> %(embedding)s
+             limit %(pool)s)
             union all
             (select m.* from memories m
-             where 'project' = any(%(scopes)s) and {shared} and {where}
-               and vector_dims(m.embedding) = {dims}
+             where 'project' = any(%(scopes)s) and {SHARED} and {where_opaque}
+               and not {few} and vector_dims(m.embedding) = {dims}
              order by (m.embedding::vector({dims})) <=> %(embedding)s
              limit %(pool)s)
             union all
             (select m.* from memories m, q
-             where 'project' = any(%(scopes)s) and {shared} and {where} and m.fts @@ q.tsq
+             where 'project' = any(%(scopes)s) and {SHARED} and {where} and m.fts @@ q.tsq
              order by ts_rank_cd(m.fts, q.tsq) desc
              limit %(pool)s)
         ),
@@ -565,13 +618,7 @@ async def context_memories(
     """Live memories for a context block, pinned first then newest; and how many are live."""
     params = {**_visibility(principal, scopes), "limit": limit}
     rows = await _fetch_memories(
-        conn,
-        f"""
-        select {MEMORY_COLUMNS} from memories m where {VISIBLE} and {LIVE}
-        order by m.pinned desc, m.created_at desc, m.id desc
-        limit %(limit)s
-        """,
-        params,
+        conn, first_per_owner(LIVE, "m.pinned desc, m.created_at desc, m.id desc"), params
     )
     return rows, await count_live(conn, principal, scopes)
 
