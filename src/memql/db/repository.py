@@ -453,6 +453,8 @@ async def list_page(
 
 # shared (project-scope) candidates taken by each of vector and full-text order before fusion
 PROJECT_POOL = 200
+# the query's stemmed words, ORed
+TSQUERY = "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery"
 # a filtered project recall scores every matching shared row when there are at most this many
 # (an exact scan of a few thousand rows costs a few milliseconds, where the HNSW route would
 # walk much of the graph to find the few rows a selective filter keeps)
@@ -539,10 +541,7 @@ async def recall(
     # expression index of `ensure_ann_index` even in a generic plan
     dims = int(embedding.shape[0])
     sql = f"""
-        with q as (
-            select replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery
-                as tsq
-        ),{counted}
+        with q as (select {TSQUERY} as tsq),{counted}
         pool as (
             -- whole rows, not ids joined back to memories: on fresh statistics the planner
             -- would nest that join (pool x rows), quadratic in the caller's memories
@@ -565,9 +564,14 @@ async def recall(
              order by (m.embedding::vector({dims})) <=> %(embedding)s
              limit %(pool)s)
             union all
-            (select m.* from memories m, q
-             where 'project' = any(%(scopes)s) and {SHARED} and {where} and m.fts @@ q.tsq
-             order by ts_rank_cd(m.fts, q.tsq) desc
+            -- by full text, through the GIN index of shared rows: the query spelt out (not
+            -- q.tsq) so the planner sees it, and the owner written so that no B-tree serves it
+            -- (the planner underestimates a shared scope and would test every row of it)
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and m.scope = 'project'
+               and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
+               and {where} and m.fts @@ {TSQUERY}
+             order by ts_rank_cd(m.fts, {TSQUERY}) desc
              limit %(pool)s)
         ),
         candidates as (
@@ -624,8 +628,14 @@ async def context_memories(
 
 
 async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) -> int:
+    """Live memories in `scopes`: each owner counted on its own index (index-only)."""
     cur = await conn.execute(
-        f"select count(*) from memories m where {VISIBLE} and {LIVE}",
+        f"""
+        select (select count(*) from memories m
+                where 'user' = any(%(scopes)s) and {OWN} and {LIVE})
+             + (select count(*) from memories m
+                where 'project' = any(%(scopes)s) and {SHARED} and {LIVE})
+        """,
         _visibility(principal, scopes),
     )
     row = await cur.fetchone()
