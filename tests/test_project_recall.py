@@ -1,5 +1,6 @@
-"""Project-scope recall over many shared memories goes through the HNSW index with an iterative
-scan, so a selective filter still returns k results when k exist."""
+"""Project-scope recall over many shared memories: a selective filter scores the few rows it keeps
+(exact), a broad one goes through the HNSW index with an iterative scan; either way k results
+come back when k exist."""
 
 from __future__ import annotations
 
@@ -46,10 +47,11 @@ async def _save_project_memories(alice: GraphQLClient, count: int) -> None:
     )
 
 
-async def test_a_selective_filter_over_a_large_shared_scope_still_returns_k_through_the_index(
-    alice: GraphQLClient, tenant: Tenant, database_url: str, embedder: LocalEmbedder
-):
-    await _save_project_memories(alice, 300)
+async def _filtered_recall(
+    tenant: Tenant, database_url: str, embedder: LocalEmbedder
+) -> tuple[list[str], int]:
+    """Recall of category `office` (5 of 305 shared rows): the contents, and how many times the
+    HNSW index was scanned."""
     principal = Principal(
         tenant.project_id,
         tenant.project_name,
@@ -66,6 +68,8 @@ async def test_a_selective_filter_over_a_large_shared_scope_still_returns_k_thro
         async with conn.transaction():
             # as in a large project, where scanning every shared row would cost too much
             await conn.execute("set local enable_seqscan = off")
+            for name, value in repo.RECALL_SETTINGS:
+                await conn.execute("select set_config(%s, %s, true)", (name, value))
             rows = await repo.recall(
                 conn,
                 principal,
@@ -81,9 +85,17 @@ async def test_a_selective_filter_over_a_large_shared_scope_still_returns_k_thro
             # scans of the index in this transaction (no wait for the statistics collector)
             cur = await conn.execute("select pg_stat_get_xact_numscans(%s::regclass)", (index,))
             row = await cur.fetchone()
-            assert row is not None and row[0] > 0, "the HNSW index was not used"
-        # the 300 closer memories are filtered out during the scan, which keeps going
-        assert sorted(m.content for m, _, _ in rows) == sorted(PERSONAL)
+            assert row is not None
+    return [m.content for m, _, _ in rows], int(row[0])
+
+
+async def test_a_selective_filter_scores_every_row_it_keeps(
+    alice: GraphQLClient, tenant: Tenant, database_url: str, embedder: LocalEmbedder
+):
+    await _save_project_memories(alice, 300)
+    contents, index_scans = await _filtered_recall(tenant, database_url, embedder)
+    assert index_scans == 0, "a filter keeping 5 rows should not walk the HNSW graph"
+    assert sorted(contents) == sorted(PERSONAL)
 
     # and through the API, with the planner's own choice
     hits = (
@@ -93,3 +105,19 @@ async def test_a_selective_filter_over_a_large_shared_scope_still_returns_k_thro
         )
     )["recall"]
     assert sorted(h["memory"]["content"] for h in hits) == sorted(PERSONAL)
+
+
+async def test_a_broad_filter_goes_through_the_index_and_still_returns_k(
+    alice: GraphQLClient,
+    tenant: Tenant,
+    database_url: str,
+    embedder: LocalEmbedder,
+    monkeypatch,
+):
+    await _save_project_memories(alice, 300)
+    # as if 5 rows were many: the HNSW route, whose scan skips the 300 closer rows the filter
+    # rejects and keeps going
+    monkeypatch.setattr(repo, "EXACT_SCAN_ROWS", 3)
+    contents, index_scans = await _filtered_recall(tenant, database_url, embedder)
+    assert index_scans > 0, "the HNSW index was not used"
+    assert sorted(contents) == sorted(PERSONAL)

@@ -80,6 +80,8 @@ async def ask(
     async with conn.transaction():
         if exact:
             await conn.execute("set local enable_indexscan = off")
+        for name, value in repo.RECALL_SETTINGS:
+            await conn.execute("select set_config(%s, %s, true)", (name, value))
         started = time.perf_counter()
         rows = await repo.recall(
             conn,

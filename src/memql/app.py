@@ -19,6 +19,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from memql import http_errors, metrics, web
 from memql.access.authenticate import Authenticator, policy_from
+from memql.access.cache import listening
 from memql.db import embedding_space as space
 from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
@@ -153,9 +154,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
                 await stack.enter_async_context(serve_metrics(settings, settings.metrics_port))
             else:
                 warn_if_public(settings)
-            resources = Resources(
-                pool, active, service, Authenticator(pool, policy), realtime, webhooks
-            )
+            authenticator = Authenticator(pool, policy)
+            await stack.enter_async_context(listening(authenticator.cache, url))
+            resources = Resources(pool, active, service, authenticator, realtime, webhooks)
             log.info("memql ready (embedder %s)", active.model)
             try:
                 yield

@@ -70,6 +70,9 @@ class Principal:
     grant: Grant
     # a server credential (API key) rather than a browser one; erasure needs it
     server_credential: bool = True
+    # the API key it came with (None for a browser token): every transaction checks that the
+    # key is still live and the project still entitled, whatever an instance has cached
+    key_id: uuid.UUID | None = None
 
     def owner_for(self, scope: Scope) -> str:
         """The owner id of rows in `scope`: the user, or '' for the shared project scope."""

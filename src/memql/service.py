@@ -21,7 +21,14 @@ from memql.db import webhooks as db_webhooks
 from memql.db.pool import SYSTEM_ROLE
 from memql.db.repository import Conn
 from memql.embeddings import Embedder, Vector
-from memql.errors import BadInput, Conflict, Forbidden, NotFound, ServiceUnavailable
+from memql.errors import (
+    BadInput,
+    Conflict,
+    Forbidden,
+    NotFound,
+    ServiceUnavailable,
+    Unauthenticated,
+)
 from memql.model import (
     ContextBlock,
     EraseResult,
@@ -86,14 +93,22 @@ class MemoryService:
         return self._embedder.model
 
     @asynccontextmanager
-    async def _session(self, principal: Principal) -> AsyncIterator[Conn]:
+    async def _session(
+        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[Conn]:
         """A transaction on behalf of `principal`: every request-path query runs in one, so
-        row-level security sees the principal's project and user. A database that gives no
-        connection within the pool's wait, or loses it, is ServiceUnavailable (HTTP 503)."""
+        row-level security sees the principal's project and user. The binding statement also
+        checks the credential again (a key revoked, an entitlement withdrawn since the
+        principal was resolved or cached): nothing is read or written for a stale one. A
+        database that gives no connection within the pool's wait, or loses it, is
+        ServiceUnavailable (HTTP 503)."""
         conn: Conn | None = None
         try:
             async with self._pool.connection() as conn, conn.transaction():
-                await repo.bind_principal(conn, principal)
+                if not await repo.bind_principal(conn, principal, settings):
+                    raise Unauthenticated(
+                        "the credential was revoked or its project has no memory"
+                    )
                 try:
                     yield conn
                 except pg_errors.UniqueViolation as exc:
@@ -613,7 +628,7 @@ class MemoryService:
         occurred: TimeRange = TimeRange(),
     ) -> list[RecallHit]:
         [vector] = await self._embedder.embed([query])
-        async with self._session(principal) as conn:
+        async with self._session(principal, repo.RECALL_SETTINGS) as conn:
             rows = await repo.recall(
                 conn,
                 principal,

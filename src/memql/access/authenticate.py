@@ -9,6 +9,7 @@ closed), then the access policy, once.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -17,6 +18,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memql import metrics
+from memql.access.cache import CredentialCache
 from memql.access.credentials import bearer_token, hash_key
 from memql.access.identity import (
     AUTHORIZATION,
@@ -24,7 +26,7 @@ from memql.access.identity import (
     canonical_user_id,
     credential_headers,
 )
-from memql.access.jwt import JwtVerifier, looks_like_jwt, unverified_issuer
+from memql.access.jwt import JwtConfig, JwtVerifier, looks_like_jwt, unverified_issuer
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
 from memql.db.repository import Conn
@@ -48,6 +50,11 @@ class Authenticator:
         self._pool = pool
         self._policy = policy
         self._jwt = JwtVerifier()
+        # resolved credentials; kept only while `cache.listen` runs (see access/cache.py),
+        # otherwise every request resolves its credential in the database
+        self.cache: CredentialCache[tenants.KeyOwner | tuple[Project, JwtConfig]] = (
+            CredentialCache()
+        )
 
     async def authenticate(self, headers: Iterable[tuple[str, str]]) -> Principal:
         """`headers`: (name, value) pairs as text, every one the request sent (HTTP transports
@@ -66,12 +73,12 @@ class Authenticator:
                 raise Unauthenticated("a browser token carries its user in `sub`: drop X-User-Id")
             project, subject = await self._from_jwt(token)
             user_id = canonical_user_id(subject)
-            consumer, server = Consumer.CLIENT, False
+            consumer, server, key_id = Consumer.CLIENT, False, None
         else:
             if not header_user:
                 raise Unauthenticated("an API key acts for a user: send `X-User-Id: <user id>`")
             user_id = canonical_user_id(header_user)
-            project, consumer = await self._from_key(token)
+            project, consumer, key_id = await self._from_key(token)
             server = True
         if not project.memory_enabled:
             raise NotEntitled("not found")
@@ -86,6 +93,7 @@ class Authenticator:
             consumer=consumer,
             grant=grant,
             server_credential=server,
+            key_id=key_id,
         )
 
     async def authenticate_many(
@@ -143,27 +151,51 @@ class Authenticator:
 
     @asynccontextmanager
     async def _lookup(self) -> AsyncIterator[Conn]:
-        """A connection to resolve credentials with; a database that cannot answer (within the
-        pool's wait, MEMQL_POOL_TIMEOUT_SECONDS) denies."""
+        """A connection to resolve credentials with, each statement its own transaction (no
+        BEGIN and COMMIT round trips); a database that cannot answer (within the pool's wait,
+        MEMQL_POOL_TIMEOUT_SECONDS) denies."""
         try:
             async with self._pool.connection() as conn:
-                yield conn
+                await conn.set_autocommit(True)
+                try:
+                    yield conn
+                finally:
+                    await conn.set_autocommit(False)
         except (psycopg.Error, PoolTimeout) as exc:
             log.warning("could not resolve credentials: %s", exc)
             raise CredentialsUnavailable("credentials cannot be checked right now") from None
 
-    async def _from_key(self, token: str) -> tuple[Project, Consumer]:
-        async with self._lookup() as conn:
-            owner = await tenants.find_api_key(conn, hash_key(token))
-        if owner is None:
+    async def _from_key(self, token: str) -> tuple[Project, Consumer, uuid.UUID]:
+        key_hash = hash_key(token)
+
+        async def resolve() -> tenants.KeyOwner | None:
+            async with self._lookup() as conn:
+                return await tenants.find_api_key(conn, key_hash)
+
+        async def holds(owner: tenants.KeyOwner | tuple[Project, JwtConfig]) -> bool:
+            assert isinstance(owner, tenants.KeyOwner)
+            async with self._lookup() as conn:
+                return await tenants.key_holds(conn, owner.key_id, owner.project.id)
+
+        owner = await self.cache.get(("key", key_hash), resolve, holds)
+        if not isinstance(owner, tenants.KeyOwner):
             raise Unauthenticated("the API key is unknown or revoked")
-        return owner.project, owner.consumer
+        return owner.project, owner.consumer, owner.key_id
 
     async def _from_jwt(self, token: str) -> tuple[Project, str]:
         issuer = unverified_issuer(token)
-        async with self._lookup() as conn:
-            found = await tenants.find_jwt_project(conn, issuer)
-        if found is None:
+
+        async def resolve() -> tuple[Project, JwtConfig] | None:
+            async with self._lookup() as conn:
+                return await tenants.find_jwt_project(conn, issuer)
+
+        async def holds(found: tenants.KeyOwner | tuple[Project, JwtConfig]) -> bool:
+            assert isinstance(found, tuple)
+            async with self._lookup() as conn:
+                return await tenants.jwt_trust_holds(conn, found[0].id, found[1])
+
+        found = await self.cache.get(("jwt", issuer), resolve, holds)
+        if not isinstance(found, tuple):
             raise Unauthenticated("no project trusts this token's issuer")
         project, config = found
         return project, await self._jwt.subject(token, config)

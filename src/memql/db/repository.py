@@ -51,6 +51,28 @@ VISIBLE = """
 
 LIVE = "m.invalidated_at is null and (m.expires_at is null or m.expires_at > now())"
 
+# The two owners a principal reads, each a branch the owner indexes serve on its own
+OWN = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
+SHARED = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
+
+
+def first_per_owner(conditions: str, order: str) -> str:
+    """The first `%(limit)s` visible rows in `order` that meet `conditions`, taken from each
+    owner separately and merged: an index on (owner, order) reads `limit` rows of each, never
+    a whole shared scope that a plain `VISIBLE` (an OR) would sort in full."""
+    branches = [
+        f"""
+        (select {MEMORY_COLUMNS} from memories m
+         where '{scope}' = any(%(scopes)s) and {owner} and ({conditions})
+         order by {order} limit %(limit)s)
+        """
+        for scope, owner in (("user", OWN), ("project", SHARED))
+    ]
+    return f"""
+        select {MEMORY_COLUMNS} from ({" union all ".join(branches)}) m
+        order by {order} limit %(limit)s
+    """
+
 
 def _visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
     return {
@@ -97,12 +119,36 @@ async def _fetch_memory(conn: Conn, sql: str, params: dict[str, Any]) -> Memory 
     return rows[0] if rows else None
 
 
-async def bind_principal(conn: Conn, principal: Principal) -> None:
-    """Scope this transaction to `principal`; row-level security policies read these values."""
-    await conn.execute(
-        "select set_config('memql.project_id', %s, true), set_config('memql.user_id', %s, true)",
-        (str(principal.project_id), principal.user_id),
+async def bind_principal(
+    conn: Conn, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+) -> bool:
+    """Scope this transaction to `principal` (row-level security policies read these values)
+    and apply `settings` to it, in one round trip. False when the principal's credential no
+    longer holds: its key was revoked, or its project lost its entitlement or was deleted."""
+    extra = "".join(f", set_config(%(s{i})s, %(v{i})s, true)" for i in range(len(settings)))
+    params: dict[str, Any] = {
+        "project_id": str(principal.project_id),
+        "user_id": principal.user_id,
+        "key_id": principal.key_id,
+    }
+    for i, (name, value) in enumerate(settings):
+        params[f"s{i}"], params[f"v{i}"] = name, value
+    cur = await conn.execute(
+        f"""
+        select set_config('memql.project_id', %(project_id)s, true),
+            set_config('memql.user_id', %(user_id)s, true){extra},
+            exists(
+                select from projects p
+                where p.id = %(project_id)s::uuid and p.memory_enabled
+                  and (%(key_id)s::uuid is null or exists(
+                      select from api_keys k
+                      where k.id = %(key_id)s and k.project_id = p.id and k.revoked_at is null))
+            )
+        """,
+        params,
     )
+    row = await cur.fetchone()
+    return bool(row and row[-1])
 
 
 # --- writes -------------------------------------------------------------------------------
@@ -371,8 +417,9 @@ def _in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[s
 
 
 def _list_conditions(principal: Principal, flt: MemoryFilter) -> tuple[list[str], dict[str, Any]]:
-    """The WHERE conditions (ANDed) and parameters of a list's filter."""
-    conditions = [VISIBLE]
+    """The WHERE conditions (ANDed) and parameters of a list's filter, visibility aside (the
+    page query takes each owner's rows separately; other queries add `VISIBLE`)."""
+    conditions: list[str] = []
     params: dict[str, Any] = _visibility(principal, flt.scopes)
     if not flt.include_invalidated:
         conditions.append(LIVE)
@@ -432,12 +479,10 @@ async def list_page(
     column = order.field.value
     descending = order.direction is SortDirection.DESC
     direction = "desc" if descending != from_end else "asc"
-    sql = f"""
-        select {MEMORY_COLUMNS} from memories m
-        where {" and ".join(f"({c})" for c in window)}
-        order by m.{column} {direction}, m.id {direction}
-        limit %(limit)s
-    """
+    sql = first_per_owner(
+        " and ".join(f"({c})" for c in window) or "true",
+        f"m.{column} {direction}, m.id {direction}",
+    )
     rows = await _fetch_memories(conn, sql, {**params, "limit": limit + 1})
     more = len(rows) > limit
     rows = rows[:limit]
@@ -450,7 +495,7 @@ async def list_page(
         outside = f"not ({_beyond(order, name, forward=not from_end)})"
         cur = await conn.execute(
             f"""select exists (select 1 from memories m
-                where {" and ".join(f"({c})" for c in [*conditions, outside])})""",
+                where {" and ".join(f"({c})" for c in [VISIBLE, *conditions, outside])})""",
             params,
         )
         row = await cur.fetchone()
@@ -462,7 +507,8 @@ async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) ->
     """How many memories the list's filter admits, over all its pages."""
     conditions, params = _list_conditions(principal, flt)
     cur = await conn.execute(
-        f"select count(*) from memories m where {' and '.join(f'({c})' for c in conditions)}",
+        "select count(*) from memories m where "
+        + " and ".join(f"({c})" for c in [VISIBLE, *conditions]),
         params,
     )
     row = await cur.fetchone()
@@ -471,10 +517,23 @@ async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) ->
 
 # shared (project-scope) candidates taken by each of vector and full-text order before fusion
 PROJECT_POOL = 200
+# the query's stemmed words, ORed
+TSQUERY = "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery"
+# a filtered project recall scores every matching shared row when there are at most this many
+# (an exact scan of a few thousand rows costs a few milliseconds, where the HNSW route would
+# walk much of the graph to find the few rows a selective filter keeps)
+EXACT_SCAN_ROWS = 5_000
 # how far an HNSW iterative scan may go looking for rows that pass the filters
 HNSW_MAX_SCAN_TUPLES = 50_000
 # candidates per HNSW search step; an iterative scan takes further steps until the pool is full
 HNSW_EF_SEARCH = 100
+# what a recall's transaction sets (with the principal, in one round trip: see bind_principal);
+# relaxed order: the pool is re-scored, so HNSW's order need not be exact
+RECALL_SETTINGS = (
+    ("hnsw.iterative_scan", "relaxed_order"),
+    ("hnsw.max_scan_tuples", str(HNSW_MAX_SCAN_TUPLES)),
+    ("hnsw.ef_search", str(HNSW_EF_SEARCH)),
+)
 
 
 async def recall(
@@ -494,9 +553,10 @@ async def recall(
     """Rank the principal's live memories of `model` against `query`; best first.
 
     The caller's own (user-scope) memories are all scored, so their top `limit` is exact. Shared
-    project-scope memories can be many: the `PROJECT_POOL` nearest by vector (through the
-    dimension's HNSW index with an iterative scan, so filters never starve it; see
-    `ensure_ann_index`) and the `PROJECT_POOL` best by full text join the pool. Below
+    project-scope memories can be many: the `PROJECT_POOL` nearest by vector and the
+    `PROJECT_POOL` best by full text join the pool. By vector, a filter that keeps at most
+    `EXACT_SCAN_ROWS` shared rows scores them all (exact); otherwise the dimension's HNSW index
+    answers, with an iterative scan so filters never starve it (see `ensure_ann_index`). Below
     `PROJECT_POOL` matching rows that is every row, so small projects are exact too. The lexical
     query ORs the stemmed words of `query`; its rank is normalised by the best match in the pool.
     """
@@ -514,45 +574,70 @@ async def recall(
         "w_pinned": weights.pinned,
         "half_life": weights.recency_half_life_days,
     }
+    # the same filters written so that no index serves them and the planner assumes they keep
+    # half the rows: the HNSW route must not be turned by its estimate (one for any category)
+    # into a sort of every match
+    opaque = list(filters)
     if kinds:
         filters.append("m.kind = any(%(kinds)s)")
+        opaque.append("coalesce(m.kind = any(%(kinds)s), false)")
         params["kinds"] = [k.value for k in kinds]
     if categories:
         filters.append("m.category = any(%(categories)s)")
+        opaque.append("coalesce(m.category = any(%(categories)s), false)")
         params["categories"] = list(categories)
     _in_range("occurred_at", occurred, filters, params)
     where = " and ".join(f"({c})" for c in filters)
-    own = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
-    shared = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
+    where_opaque = " and ".join(f"({c})" for c in opaque)
+    if kinds or categories:
+        params["exact_rows"] = EXACT_SCAN_ROWS
+        counted = f"""
+        filtered as (
+            select count(*) as n from (
+                select from memories m where 'project' = any(%(scopes)s) and {SHARED}
+                  and {where} limit %(exact_rows)s + 1) f
+        ),"""
+        few = "((select n from filtered) <= %(exact_rows)s)"
+    else:
+        counted = ""
+        # unfiltered, the HNSW route is the faster from a few hundred rows on, and exact below
+        # PROJECT_POOL rows anyway (it returns every row)
+        few = "false"
     # the dimension is spelt out (an int, not user input) so the planner can match the
     # expression index of `ensure_ann_index` even in a generic plan
     dims = int(embedding.shape[0])
-    # relaxed order: the pool is re-scored below, so HNSW's order need not be exact
-    await conn.execute(
-        "select set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-        " set_config('hnsw.max_scan_tuples', %s, true), set_config('hnsw.ef_search', %s, true)",
-        (str(HNSW_MAX_SCAN_TUPLES), str(HNSW_EF_SEARCH)),
-    )
     sql = f"""
-        with q as (
-            select replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery
-                as tsq
-        ),
+        with q as (select {TSQUERY} as tsq),{counted}
         pool as (
             -- whole rows, not ids joined back to memories: on fresh statistics the planner
             -- would nest that join (pool x rows), quadratic in the caller's memories
             select m.* from memories m
-            where 'user' = any(%(scopes)s) and {own} and {where}
+            where 'user' = any(%(scopes)s) and {OWN} and {where}
+            union all
+            -- shared rows by vector, one route of two by how many rows the filters keep (the
+            -- planner cannot know: it picks one plan for every category); the count is an
+            -- init plan, so only the chosen route runs. Few: score them all (exact). Many: the
+            -- HNSW index, whose iterative scan skips rows the filters reject.
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and {SHARED} and {where}
+               and {few} and vector_dims(m.embedding) = {dims}
+             order by m.embedding <=> %(embedding)s
+             limit %(pool)s)
             union all
             (select m.* from memories m
-             where 'project' = any(%(scopes)s) and {shared} and {where}
-               and vector_dims(m.embedding) = {dims}
+             where 'project' = any(%(scopes)s) and {SHARED} and {where_opaque}
+               and not {few} and vector_dims(m.embedding) = {dims}
              order by (m.embedding::vector({dims})) <=> %(embedding)s
              limit %(pool)s)
             union all
-            (select m.* from memories m, q
-             where 'project' = any(%(scopes)s) and {shared} and {where} and m.fts @@ q.tsq
-             order by ts_rank_cd(m.fts, q.tsq) desc
+            -- by full text, through the GIN index of shared rows: the query spelt out (not
+            -- q.tsq) so the planner sees it, and the owner written so that no B-tree serves it
+            -- (the planner underestimates a shared scope and would test every row of it)
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and m.scope = 'project'
+               and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
+               and {where} and m.fts @@ {TSQUERY}
+             order by ts_rank_cd(m.fts, {TSQUERY}) desc
              limit %(pool)s)
         ),
         candidates as (
@@ -603,20 +688,20 @@ async def context_memories(
     """Live memories for a context block, pinned first then newest; and how many are live."""
     params = {**_visibility(principal, scopes), "limit": limit}
     rows = await _fetch_memories(
-        conn,
-        f"""
-        select {MEMORY_COLUMNS} from memories m where {VISIBLE} and {LIVE}
-        order by m.pinned desc, m.created_at desc, m.id desc
-        limit %(limit)s
-        """,
-        params,
+        conn, first_per_owner(LIVE, "m.pinned desc, m.created_at desc, m.id desc"), params
     )
     return rows, await count_live(conn, principal, scopes)
 
 
 async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) -> int:
+    """Live memories in `scopes`: each owner counted on its own index (index-only)."""
     cur = await conn.execute(
-        f"select count(*) from memories m where {VISIBLE} and {LIVE}",
+        f"""
+        select (select count(*) from memories m
+                where 'user' = any(%(scopes)s) and {OWN} and {LIVE})
+             + (select count(*) from memories m
+                where 'project' = any(%(scopes)s) and {SHARED} and {LIVE})
+        """,
         _visibility(principal, scopes),
     )
     row = await cur.fetchone()

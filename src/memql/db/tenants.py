@@ -181,3 +181,34 @@ async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
         (row["key_id"],),
     )
     return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row))
+
+
+async def key_holds(conn: Conn, key_id: uuid.UUID, project_id: uuid.UUID) -> bool:
+    """Whether the key is still live, of `project_id`, and the project still entitled."""
+    cur = await conn.execute(
+        """
+        select exists(
+            select from api_keys k join projects p on p.id = k.project_id
+            where k.id = %s and k.project_id = %s and k.revoked_at is null and p.memory_enabled
+        )
+        """,
+        (key_id, project_id),
+    )
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def jwt_trust_holds(conn: Conn, project_id: uuid.UUID, config: JwtConfig) -> bool:
+    """Whether the project still trusts exactly `config` and is still entitled."""
+    cur = await conn.execute(
+        """
+        select exists(
+            select from projects
+            where id = %s and memory_enabled and jwt_issuer = %s and jwt_audience = %s
+              and jwt_hs256_secret is not distinct from %s and jwt_jwks_url is not distinct from %s
+        )
+        """,
+        (project_id, config.issuer, config.audience, config.hs256_secret, config.jwks_url),
+    )
+    row = await cur.fetchone()
+    return bool(row and row[0])

