@@ -100,7 +100,7 @@ REMOTE = pytest.mark.parametrize("kind", ["openai", "tei"])
 
 @REMOTE
 async def test_a_stalled_request_times_out_and_the_retry_succeeds(embedder, kind):
-    behaviour = Behaviour(api_key=API_KEY, stall=1, stall_seconds=4.0)
+    behaviour = Behaviour(api_key=API_KEY, stall=1, stall_seconds=15.0)
     async with embedding_server(embedder, behaviour) as (base, seen):
         cls = OpenAIEmbedder if kind == "openai" else TEIEmbedder
         url = f"{base}/v1" if kind == "openai" else base
@@ -108,7 +108,8 @@ async def test_a_stalled_request_times_out_and_the_retry_succeeds(embedder, kind
         try:
             started = time.monotonic()
             [v] = await remote.embed(["Prefers concise status updates."])
-            assert time.monotonic() - started < 4.0  # did not wait for the stalled answer
+            # did not wait for the stalled answer (room for a loaded machine's retry)
+            assert time.monotonic() - started < 12.0
         finally:
             await remote.close()
     assert v.shape == (384,)
