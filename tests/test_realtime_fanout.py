@@ -145,7 +145,8 @@ async def test_streams_sharing_an_api_key_resolve_it_once_and_all_end_when_it_is
     try:
         authenticator = Authenticator(pool, policy_from(Settings(database_url=database_url)))
         credentials = [
-            {"Authorization": f"Bearer {tenant.key}", "X-User-Id": f"user-{i}"} for i in range(5)
+            [("Authorization", f"Bearer {tenant.key}"), ("X-User-Id", f"user-{i}")]
+                for i in range(5)
         ]
         before = counted("memql_realtime_credential_rechecks_total")
         outcomes = await authenticator.authenticate_many(credentials)
@@ -158,7 +159,7 @@ async def test_streams_sharing_an_api_key_resolve_it_once_and_all_end_when_it_is
         await db.execute(
             "update api_keys set revoked_at = now() where project_id = %s", (tenant.project_id,)
         )
-        unknown = {"Authorization": f"Bearer mq_{uuid.uuid4().hex}", "X-User-Id": "eve"}
+        unknown = [("Authorization", f"Bearer mq_{uuid.uuid4().hex}"), ("X-User-Id", "eve")]
         outcomes = await authenticator.authenticate_many([*credentials, unknown])
         assert all(isinstance(o, Unauthenticated) for o in outcomes), outcomes
     finally:

@@ -587,6 +587,7 @@ async def recall(
         opaque.append("coalesce(m.category = any(%(categories)s), false)")
         params["categories"] = list(categories)
     _in_range("occurred_at", occurred, filters, params)
+    _in_range("occurred_at", occurred, opaque, params)
     where = " and ".join(f"({c})" for c in filters)
     where_opaque = " and ".join(f"({c})" for c in opaque)
     if kinds or categories:

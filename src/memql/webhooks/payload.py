@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from strawberry.types.private import is_private
 from strawberry.utils.str_converters import to_camel_case
 
 from memql import model
@@ -17,9 +18,17 @@ from memql.schema.types import MemoryEvent
 
 def _graphql_value(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # the GraphQL fields only (a type may keep private state beside them)
+        definition = getattr(type(value), "__strawberry_definition__", None)
+        public = (
+            {f.python_name for f in definition.fields if not is_private(f.type)}
+            if definition
+            else None
+        )
         return {
             to_camel_case(f.name): _graphql_value(getattr(value, f.name))
             for f in dataclasses.fields(value)
+            if public is None or f.name in public
         }
     if isinstance(value, enum.Enum):
         return value.name
