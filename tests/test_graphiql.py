@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
+import pytest
+
 from memql import web
 from tests.operations import SAVE
 
@@ -13,6 +15,7 @@ RESPONSE = ".graphiql-response"
 
 
 async def open_graphiql(offline, server: str, tenant, user: str, query: str):
+
     headers = json.dumps({"Authorization": f"Bearer {tenant.key}", "X-User-Id": user})
     # what a user types into the Headers pane, as GraphiQL keeps it between visits
     await offline.context.add_init_script(
@@ -24,6 +27,7 @@ async def open_graphiql(offline, server: str, tenant, user: str, query: str):
     return page
 
 
+@pytest.mark.usefixtures("web_assets")
 async def test_graphiql_runs_a_query_with_no_internet(offline, server, tenant):
     page = await open_graphiql(
         offline, server, tenant, "alice", "query Who { viewer { userId consumer } }"
@@ -35,6 +39,7 @@ async def test_graphiql_runs_a_query_with_no_internet(offline, server, tenant):
     assert offline.blocked == []  # the page never reached for the internet
 
 
+@pytest.mark.usefixtures("web_assets")
 async def test_graphiql_delivers_a_subscription_with_no_internet(
     offline, server, tenant, alice, db
 ):

@@ -49,17 +49,12 @@ async def test_a_legacy_client_keeps_application_json(http, tenant):
     assert response.headers["content-type"].startswith("application/json")
 
 
-async def test_the_graphql_http_npm_audit_passes_every_check(server, tenant):
+async def test_the_graphql_http_npm_audit_passes_every_check(server, tenant, node, js_clients):
     """The npm `graphql-http` server audits (GraphQL over HTTP), run by node against the server."""
     import asyncio
     import json
-    import shutil
-    from pathlib import Path
 
-    js = Path(__file__).parent / "js"
-    node = shutil.which("node")
-    assert node, "node is required (CI installs it)"
-    assert (js / "node_modules" / "graphql-http").is_dir(), "run `npm ci` in tests/js"
+    js = js_clients
     proc = await asyncio.create_subprocess_exec(
         node,
         str(js / "audit.mjs"),

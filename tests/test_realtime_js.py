@@ -1,11 +1,10 @@
 """A subscriber written with the `graphql-ws` npm client (not ours) receives memoryEvents over
-graphql-transport-ws. CI installs it with `npm ci` in tests/js."""
+graphql-transport-ws. The `js_clients` fixture installs it (`npm ci` in tests/js)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from pathlib import Path
 
 from tests.operations import SAVE
@@ -13,10 +12,9 @@ from tests.operations import SAVE
 JS = Path(__file__).parent / "js"
 
 
-async def test_the_graphql_ws_npm_client_receives_memory_events(server, alice, tenant, db):
-    node = shutil.which("node")
-    assert node, "node is required (CI installs it)"
-    assert (JS / "node_modules" / "graphql-ws").is_dir(), "run `npm ci` in tests/js"
+async def test_the_graphql_ws_npm_client_receives_memory_events(
+    server, alice, tenant, db, node, js_clients
+):
     cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
     (since,) = await cur.fetchone()
     proc = await asyncio.create_subprocess_exec(
