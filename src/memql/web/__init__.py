@@ -3,6 +3,8 @@
 - GraphiQL on `GET /graphql`: the page is `graphiql.html`; React, GraphiQL and its explorer
   plugin are copied from the npm registry into `vendor/` when the package is built
   (`web/build.py`, run by setup.py) and served under `/assets/vendor/`.
+- The inspector at `/inspector/`: plain HTML, CSS and ES modules in `inspector/`, written here
+  and served as they are (no build step); it talks to `/graphql` like any browser app.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from starlette.routing import BaseRoute, Mount
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 HERE = Path(__file__).parent
 VENDOR = HERE / "vendor"
+INSPECTOR = HERE / "inspector"
 
 MISSING_ASSETS = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>memql · GraphiQL is not built</title></head>
@@ -41,7 +46,14 @@ def graphiql_html() -> str:
     return (HERE / "graphiql.html").read_text(encoding="utf-8")
 
 
+async def to_inspector(request: Request) -> Response:
+    # the page's modules are relative to /inspector/
+    return RedirectResponse("/inspector/", status_code=308)
+
+
 def routes() -> list[BaseRoute]:
     return [
         Mount("/assets/vendor", StaticFiles(directory=VENDOR, check_dir=False), name="vendor"),
+        Route("/inspector", to_inspector),
+        Mount("/inspector", StaticFiles(directory=INSPECTOR, html=True), name="inspector"),
     ]
