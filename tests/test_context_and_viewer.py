@@ -61,7 +61,9 @@ async def test_viewer_reports_user_project_consumer_and_grant(alice, tenant):
 
 
 async def test_an_expired_memory_behaves_as_retired(alice):
-    soon = (datetime.now(UTC) + timedelta(seconds=1.5)).isoformat()
+    # far enough ahead that a slow machine still lists it before it expires
+    expires = datetime.now(UTC) + timedelta(seconds=6)
+    soon = expires.isoformat()
     await alice.ok(
         SAVE,
         {
@@ -74,7 +76,7 @@ async def test_an_expired_memory_behaves_as_retired(alice):
         },
     )
     assert contents(await alice.ok(LIST)) == ["On call this week."]
-    await asyncio.sleep(2)
+    await asyncio.sleep((expires - datetime.now(UTC)).total_seconds() + 0.5)
 
     assert contents(await alice.ok(LIST)) == []
     assert (await alice.ok(RECALL, {"query": "on call"}))["recall"] == []

@@ -8,6 +8,9 @@ signed with a public key) are refused. Expiry, issuer, audience and `sub` are re
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jwt
@@ -17,6 +20,10 @@ from memql.errors import Unauthenticated
 SECRET_ALGORITHMS = ["HS256"]
 JWKS_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"]
 LEEWAY_SECONDS = 30
+# a JWKS is fetched again after this long, and on an unknown `kid` at most this often: a new key
+# works within seconds of being published, and tokens with made-up `kid`s cannot flood the app
+JWKS_LIFESPAN_SECONDS = 300.0
+JWKS_REFETCH_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,69 @@ def unverified_issuer(token: str) -> str:
     return issuer
 
 
+class JwksKeys:
+    """The signing keys of one JWKS URL, by `kid`.
+
+    Fetched on first use and again once `lifespan` has passed. A `kid` the cached set does not
+    know (the app rotated its keys) fetches the set again at once, unless a fetch was tried less
+    than `refetch_after` seconds ago. A failed fetch keeps the keys already known. Blocking: call
+    it off the event loop.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lifespan: float = JWKS_LIFESPAN_SECONDS,
+        refetch_after: float = JWKS_REFETCH_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        # PyJWT's client only fetches and parses here: the caching policy is ours
+        self._client = jwt.PyJWKClient(url, cache_jwk_set=False, timeout=5)
+        self._lifespan = lifespan
+        self._refetch_after = refetch_after
+        self._clock = clock
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched_at: float | None = None  # last successful fetch
+        self._tried_at: float | None = None  # last attempt, successful or not
+        self._lock = threading.Lock()
+        self.fetches = 0
+
+    def key(self, kid: str | None) -> jwt.PyJWK:
+        with self._lock:
+            now = self._clock()
+            stale = self._fetched_at is None or now - self._fetched_at >= self._lifespan
+            unknown = kid not in self._keys
+            may_retry = self._tried_at is None or now - self._tried_at >= self._refetch_after
+            if (stale or unknown) and may_retry:
+                self._fetch(now)
+            key = self._keys.get(kid) if kid is not None else None
+        if key is None:
+            raise jwt.PyJWKClientError(f"no key with kid {kid!r} in the JWKS")
+        return key
+
+    def _fetch(self, now: float) -> None:
+        self._tried_at = now
+        self.fetches += 1
+        try:
+            keys = self._client.get_signing_keys()
+        except jwt.PyJWTError:
+            if not self._keys:
+                raise
+            return  # keep serving the keys already known until the JWKS answers again
+        self._keys = {key.key_id: key for key in keys if key.key_id is not None}
+        self._fetched_at = now
+
+
 class JwtVerifier:
     def __init__(self) -> None:
-        self._jwks: dict[str, jwt.PyJWKClient] = {}
+        self._jwks: dict[str, JwksKeys] = {}
+
+    def jwks(self, url: str) -> JwksKeys:
+        keys = self._jwks.get(url)
+        if keys is None:
+            keys = self._jwks[url] = JwksKeys(url)
+        return keys
 
     async def subject(self, token: str, config: JwtConfig) -> str:
         """Verify `token` for a project; return its `sub`. Raises Unauthenticated."""
@@ -55,11 +122,9 @@ class JwtVerifier:
                 algorithms = SECRET_ALGORITHMS
             else:
                 assert config.jwks_url is not None
-                client = self._jwks.setdefault(
-                    config.jwks_url, jwt.PyJWKClient(config.jwks_url, cache_keys=True, lifespan=300)
-                )
-                # the first use of a key fetches the JWKS over the network: off the event loop
-                signing_key = await asyncio.to_thread(client.get_signing_key_from_jwt, token)
+                kid = jwt.get_unverified_header(token).get("kid")
+                # a fetch of the JWKS goes over the network: off the event loop
+                signing_key = await asyncio.to_thread(self.jwks(config.jwks_url).key, kid)
                 key = signing_key.key
                 algorithms = JWKS_ALGORITHMS
             claims = jwt.decode(
