@@ -8,7 +8,7 @@ import ipaddress
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -512,3 +512,40 @@ async def test_the_cli_adds_lists_shows_status_and_removes_endpoints(
     assert (await memql("webhooks", "remove", webhook_id))[0] == 1
     status, out, _ = await memql("webhooks", "list", "--project", hooks_tenant.project_name)
     assert status == 0 and webhook_id not in out
+    assert out.strip() == f"no webhooks in project {hooks_tenant.project_name}"
+
+
+async def test_of_two_instances_one_delivers_and_the_other_takes_over_when_it_stops(
+    database_url: str, embedder: LocalEmbedder, receiver: Receiver
+):
+    async def role(base: str) -> str:
+        async with httpx.AsyncClient(base_url=base) as http:
+            return str((await http.get("/readyz")).json()["webhooks"]["role"])
+
+    async with own_database(database_url) as url, AsyncExitStack() as second_stack:
+        tenant = await make_tenant(url)
+        async with AsyncExitStack() as first_stack:
+            first = await first_stack.enter_async_context(delivering_server(url, embedder))
+            second = await second_stack.enter_async_context(
+                running_server(deliverable_settings(url), embedder)
+            )
+            http = await second_stack.enter_async_context(
+                httpx.AsyncClient(base_url=second, timeout=60)
+            )
+            alice = GraphQLClient(http, tenant.key, "alice")
+            start = int((await alice.ok(ADD, {"url": f"{receiver.url}/two"}))["addWebhook"]
+                        ["webhook"]["ackedCursor"])  # fmt: skip
+            for i in range(4):
+                await alice.ok(SAVE, save(f"Alice swam {i + 1} km on 2026-08-0{i + 1}."))
+            await until(lambda: len(receiver.accepted("/two")) == 4, what="deliveries")
+            await asyncio.sleep(0.5)
+            assert [await role(first), await role(second)] == ["leader", "standby"]
+            # delivered by one instance only: each event once
+            assert len(receiver.attempts("/two")) == 4
+        # the first instance has stopped; the second takes over
+        for i in range(4, 7):
+            await alice.ok(SAVE, save(f"Alice swam {i + 1} km on 2026-08-0{i + 1}."))
+        await until(lambda: len(receiver.accepted("/two")) == 7, what="after the takeover")
+        assert await role(second) == "leader"
+        expected = await log_cursors(url, tenant.project_id, start)
+    assert [r.cursor for r in receiver.accepted("/two")] == expected

@@ -140,7 +140,10 @@ async def _webhooks(
         return 0
     project_id = (await _project(conn, args.project)).id if args.project else None
     status = args.action == "status"
-    for w in await db_webhooks.list_webhooks(conn, project_id, pending=status):
+    found = await db_webhooks.list_webhooks(conn, project_id, pending=status)
+    if not found:
+        print("no webhooks" + (f" in project {args.project}" if args.project else ""))
+    for w in found:
         print(_webhook_line(w))
         if status:
             state = f"failing ({w.failures} attempts)" if w.failures else "ok"
