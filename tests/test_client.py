@@ -222,3 +222,33 @@ def test_a_stream_told_it_fell_behind_resumes_from_the_cursor_the_server_gave():
     with pytest.raises(Exception) as forbidden:
         stream.receive(json.dumps(refused))
     assert not stream.resumable(forbidden.value)
+
+
+async def test_the_client_pages_both_ways_in_either_order_with_filters_and_counts(
+    server, tenant
+):
+    async with AsyncClient(server, api_key=tenant.key, user_id="gina") as m:
+        saved = [
+            (
+                await m.save(
+                    f"Booked flight number {i} for the spring trip.",
+                    "episodic",
+                    source={"tool": "travel" if i % 2 else "mail"},
+                )
+            ).memory
+            for i in range(5)
+        ]
+        newest_first = [x.id for x in reversed(saved)]
+        first = await m.memories(first=2, total_count=True)
+        assert [x.id for x in first.memories] == newest_first[:2]
+        assert first.total_count == 5 and first.has_next_page and not first.has_previous_page
+        back = await m.memories(last=2, before=first.end_cursor)
+        assert [x.id for x in back.memories] == newest_first[:1]
+        oldest_first = await m.memories(order_by="created_at", direction="asc", first=5)
+        assert [x.id for x in oldest_first.memories] == [x.id for x in saved]
+        travel = await m.memories(source={"tool": "travel"}, total_count=True)
+        assert travel.total_count == 2
+        assert {x.id for x in travel.memories} == {saved[1].id, saved[3].id}
+        later = await m.memories(created_after=saved[2].created_at)
+        assert {x.id for x in later.memories} == {x.id for x in saved[2:]}
+        assert await m.recall("quantum chromodynamics lecture notes", min_score=0.5) == []

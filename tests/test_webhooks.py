@@ -549,3 +549,18 @@ async def test_of_two_instances_one_delivers_and_the_other_takes_over_when_it_st
         assert await role(second) == "leader"
         expected = await log_cursors(url, tenant.project_id, start)
     assert [r.cursor for r in receiver.accepted("/two")] == expected
+
+
+async def test_the_python_client_registers_lists_and_removes_endpoints(hooks_server, hooks_tenant):
+    from memql import AsyncClient
+    from memql.client import BadUserInput
+
+    async with AsyncClient(hooks_server, api_key=hooks_tenant.key, user_id="alice") as m:
+        hook, secret = await m.add_webhook("http://127.0.0.1:9/hook", ["memory.created"])
+        assert secret and hook.url == "http://127.0.0.1:9/hook"
+        assert hook.events == ("memory.created",)
+        assert [w.id for w in await m.webhooks()] == [hook.id]
+        with pytest.raises(BadUserInput):
+            await m.add_webhook("ftp://example.com/")
+        assert await m.remove_webhook(hook.id) is True
+        assert await m.webhooks() == []

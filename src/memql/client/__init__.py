@@ -26,6 +26,7 @@ from memql.client.types import (
     Signals,
     SupersedeResult,
     Viewer,
+    Webhook,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "SupersedeResult",
     "Unauthenticated",
     "Viewer",
+    "Webhook",
 ]

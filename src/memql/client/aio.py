@@ -32,6 +32,7 @@ from memql.client.types import (
     SaveResult,
     SupersedeResult,
     Viewer,
+    Webhook,
 )
 from memql.model import Kind, Scope
 
@@ -142,6 +143,19 @@ class AsyncClient:
 
     async def erase_user_memories(self) -> int:
         return await self.execute(ops.erase_user_memories())
+
+    # webhooks (server credentials whose grant reads both scopes)
+    async def webhooks(self) -> list[Webhook]:
+        return await self.execute(ops.webhooks())
+
+    async def add_webhook(
+        self, url: str, events: Iterable[str] | None = None
+    ) -> tuple[Webhook, str]:
+        """Register an endpoint; returns it with its signing secret (shown only here)."""
+        return await self.execute(ops.add_webhook(url, events))
+
+    async def remove_webhook(self, id: Id) -> bool:
+        return await self.execute(ops.remove_webhook(id))
 
     # realtime
     async def events(

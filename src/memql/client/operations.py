@@ -22,6 +22,7 @@ from memql.client.types import (
     SaveResult,
     SupersedeResult,
     Viewer,
+    Webhook,
 )
 from memql.model import Kind, Scope
 
@@ -112,8 +113,21 @@ class ListOptions(TypedDict, total=False):
     include_invalidated: bool
     occurred_after: datetime | None
     occurred_before: datetime | None
+    created_after: datetime | None
+    created_before: datetime | None
+    updated_after: datetime | None
+    updated_before: datetime | None
+    # memories whose `source` contains this object (JSON containment)
+    source: dict[str, Any] | None
+    # "created_at" (default) or "updated_at", and "desc" (default) or "asc"
+    order_by: str | None
+    direction: str | None
     first: int
     after: str | None
+    last: int
+    before: str | None
+    # ask the server to count every memory the filters match (one more query)
+    total_count: bool
 
 
 class RecallOptions(TypedDict, total=False):
@@ -123,6 +137,8 @@ class RecallOptions(TypedDict, total=False):
     categories: Iterable[str] | None
     occurred_after: datetime | None
     occurred_before: datetime | None
+    # drop hits scoring below this, in [0, 1]
+    min_score: float | None
 
 
 SAVE_PAYLOAD = f"""
@@ -150,19 +166,47 @@ def memory(id: Id) -> Operation[Memory | None]:
     )
 
 
+# the arguments of `memories`, each with its GraphQL type (spelt once for the document)
+_LIST_ARGUMENTS = {
+    "scope": "MemoryScope",
+    "kind": "MemoryKind",
+    "category": "String",
+    "pinned": "Boolean",
+    "contains": "String",
+    "includeInvalidated": "Boolean",
+    "occurredAfter": "DateTime",
+    "occurredBefore": "DateTime",
+    "createdAfter": "DateTime",
+    "createdBefore": "DateTime",
+    "updatedAfter": "DateTime",
+    "updatedBefore": "DateTime",
+    "source": "JSON",
+    "orderBy": "MemoryOrder",
+    "first": "Int",
+    "after": "String",
+    "last": "Int",
+    "before": "String",
+}
+
+
 def memories(**o: Unpack[ListOptions]) -> Operation[Page]:
     scope, kind = o.get("scope"), o.get("kind")
+    order_by, direction = o.get("order_by"), o.get("direction")
+    order = None
+    if order_by is not None or direction is not None:
+        order = _vars(
+            field=order_by.upper() if order_by else None,
+            direction=direction.upper() if direction else None,
+        )
+    declared = ", ".join(f"${name}: {kind_}" for name, kind_ in _LIST_ARGUMENTS.items())
+    passed = ", ".join(f"{name}: ${name}" for name in _LIST_ARGUMENTS)
+    total = "totalCount" if o.get("total_count") else ""
     return Operation(
-        f"""query Memories($scope: MemoryScope, $kind: MemoryKind, $category: String,
-              $pinned: Boolean, $contains: String, $includeInvalidated: Boolean,
-              $occurredAfter: DateTime, $occurredBefore: DateTime,
-              $first: Int, $after: String) {{
-          memories(scope: $scope, kind: $kind, category: $category, pinned: $pinned,
-                   contains: $contains, includeInvalidated: $includeInvalidated,
-                   occurredAfter: $occurredAfter, occurredBefore: $occurredBefore,
-                   first: $first, after: $after) {{
+        f"""query Memories({declared}) {{
+          memories({passed}) {{
             edges {{ cursor node {{ {MEMORY_FIELDS} }} }}
-            pageInfo {{ hasNextPage endCursor }}
+            pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }}
+            {total}
           }}
         }}""",
         _vars(
@@ -174,8 +218,16 @@ def memories(**o: Unpack[ListOptions]) -> Operation[Page]:
             includeInvalidated=o.get("include_invalidated"),
             occurredAfter=_instant(o.get("occurred_after")),
             occurredBefore=_instant(o.get("occurred_before")),
+            createdAfter=_instant(o.get("created_after")),
+            createdBefore=_instant(o.get("created_before")),
+            updatedAfter=_instant(o.get("updated_after")),
+            updatedBefore=_instant(o.get("updated_before")),
+            source=o.get("source"),
+            orderBy=order,
             first=o.get("first"),
             after=o.get("after"),
+            last=o.get("last"),
+            before=o.get("before"),
         ),
         lambda data: Page.from_json(data["memories"]),
     )
@@ -194,10 +246,10 @@ def recall(query: str, **o: Unpack[RecallOptions]) -> Operation[list[RecallHit]]
     return Operation(
         f"""query Recall($query: String!, $limit: Int, $scope: MemoryScope,
               $kinds: [MemoryKind!], $categories: [String!],
-              $occurredAfter: DateTime, $occurredBefore: DateTime) {{
+              $occurredAfter: DateTime, $occurredBefore: DateTime, $minScore: Float) {{
           recall(query: $query, limit: $limit, scope: $scope, kinds: $kinds,
                  categories: $categories, occurredAfter: $occurredAfter,
-                 occurredBefore: $occurredBefore) {{
+                 occurredBefore: $occurredBefore, minScore: $minScore) {{
             score signals {{ vector lexical recency pinned }} memory {{ {MEMORY_FIELDS} }}
           }}
         }}""",
@@ -209,6 +261,7 @@ def recall(query: str, **o: Unpack[RecallOptions]) -> Operation[list[RecallHit]]
             categories=list(categories) if categories is not None else None,
             occurredAfter=_instant(o.get("occurred_after")),
             occurredBefore=_instant(o.get("occurred_before")),
+            minScore=o.get("min_score"),
         ),
         lambda data: [RecallHit.from_json(h) for h in data["recall"]],
     )
@@ -304,4 +357,38 @@ def erase_user_memories() -> Operation[int]:
         "mutation EraseAll { eraseUserMemories { erased } }",
         {},
         lambda data: int(data["eraseUserMemories"]["erased"]),
+    )
+
+
+WEBHOOK_FIELDS = """
+  id url events createdAt ackedCursor pendingCount failures lastError lastErrorAt
+  nextAttemptAt lastDeliveredAt
+"""
+
+
+def webhooks() -> Operation[list[Webhook]]:
+    return Operation(
+        f"query Webhooks {{ webhooks {{ {WEBHOOK_FIELDS} }} }}",
+        {},
+        lambda data: [Webhook.from_json(w) for w in data["webhooks"]],
+    )
+
+
+def add_webhook(url: str, events: Iterable[str] | None = None) -> Operation[tuple[Webhook, str]]:
+    return Operation(
+        f"""mutation AddWebhook($url: String!, $events: [String!]) {{
+          addWebhook(url: $url, events: $events) {{ secret webhook {{ {WEBHOOK_FIELDS} }} }} }}""",
+        _vars(url=url, events=list(events) if events is not None else None),
+        lambda data: (
+            Webhook.from_json(data["addWebhook"]["webhook"]),
+            str(data["addWebhook"]["secret"]),
+        ),
+    )
+
+
+def remove_webhook(id: Id) -> Operation[bool]:
+    return Operation(
+        "mutation RemoveWebhook($id: ID!) { removeWebhook(id: $id) }",
+        {"id": str(id)},
+        lambda data: bool(data["removeWebhook"]),
     )

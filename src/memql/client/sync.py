@@ -32,6 +32,7 @@ from memql.client.types import (
     SaveResult,
     SupersedeResult,
     Viewer,
+    Webhook,
 )
 from memql.model import Kind, Scope
 
@@ -140,6 +141,17 @@ class Client:
 
     def erase_user_memories(self) -> int:
         return self.execute(ops.erase_user_memories())
+
+    # webhooks (server credentials whose grant reads both scopes)
+    def webhooks(self) -> list[Webhook]:
+        return self.execute(ops.webhooks())
+
+    def add_webhook(self, url: str, events: Iterable[str] | None = None) -> tuple[Webhook, str]:
+        """Register an endpoint; returns it with its signing secret (shown only here)."""
+        return self.execute(ops.add_webhook(url, events))
+
+    def remove_webhook(self, id: Id) -> bool:
+        return self.execute(ops.remove_webhook(id))
 
     # realtime
     def events(

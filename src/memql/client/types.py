@@ -141,20 +141,29 @@ class RecallHit:
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a list, newest first; pass `end_cursor` as `after` for the next one."""
+    """One page of a list; pass `end_cursor` as `after` for the next one, or `start_cursor`
+    as `before` (with `last`) for the one before."""
 
     memories: tuple[Memory, ...]
     cursors: tuple[str, ...]
     has_next_page: bool
     end_cursor: str | None
+    has_previous_page: bool = False
+    start_cursor: str | None = None
+    # counted only when asked for (`total_count=True`)
+    total_count: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Page:
+        info = data["pageInfo"]
         return cls(
             memories=tuple(Memory.from_json(e["node"]) for e in data["edges"]),
             cursors=tuple(e["cursor"] for e in data["edges"]),
-            has_next_page=data["pageInfo"]["hasNextPage"],
-            end_cursor=data["pageInfo"]["endCursor"],
+            has_next_page=info["hasNextPage"],
+            end_cursor=info["endCursor"],
+            has_previous_page=info["hasPreviousPage"],
+            start_cursor=info["startCursor"],
+            total_count=data.get("totalCount"),
         )
 
 
@@ -216,4 +225,37 @@ class MemoryEvent:
             memory=Memory.from_json(data["memory"]) if data["memory"] else None,
             actor_id=data["actorId"],
             occurred_at=datetime.fromisoformat(data["occurredAt"]),
+        )
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """An HTTP endpoint that receives the project's memory events, with its delivery state."""
+
+    id: uuid.UUID
+    url: str
+    events: tuple[str, ...] | None
+    created_at: datetime
+    acked_cursor: str
+    pending_count: int
+    failures: int
+    last_error: str | None
+    last_error_at: datetime | None
+    next_attempt_at: datetime | None
+    last_delivered_at: datetime | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Webhook:
+        return cls(
+            id=uuid.UUID(data["id"]),
+            url=data["url"],
+            events=tuple(data["events"]) if data["events"] is not None else None,
+            created_at=datetime.fromisoformat(data["createdAt"]),
+            acked_cursor=data["ackedCursor"],
+            pending_count=data["pendingCount"],
+            failures=data["failures"],
+            last_error=data["lastError"],
+            last_error_at=_time(data["lastErrorAt"]),
+            next_attempt_at=_time(data["nextAttemptAt"]),
+            last_delivered_at=_time(data["lastDeliveredAt"]),
         )
