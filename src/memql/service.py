@@ -30,6 +30,7 @@ from memql.errors import (
     Unauthenticated,
 )
 from memql.model import (
+    Consumer,
     ContextBlock,
     EraseResult,
     Kind,
@@ -446,8 +447,10 @@ class MemoryService:
 
     @staticmethod
     def _require_server_credential(principal: Principal) -> None:
-        if not principal.server_credential:
-            raise Forbidden("erasure needs a server credential (API key)")
+        """Erasure is irreversible: only a backend or agent acting with an `agent` API key may
+        erase; a `client` key (dashboards, browsers) never does, like a browser token."""
+        if not principal.server_credential or principal.consumer is not Consumer.AGENT:
+            raise Forbidden("erasure needs a server credential (an API key of the agent consumer)")
 
     @staticmethod
     def _require_live(memory: Memory, action: str) -> None:

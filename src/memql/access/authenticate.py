@@ -26,7 +26,13 @@ from memql.access.identity import (
     canonical_user_id,
     credential_headers,
 )
-from memql.access.jwt import JwtConfig, JwtVerifier, looks_like_jwt, unverified_issuer
+from memql.access.jwt import (
+    INVALID_TOKEN,
+    JwtConfig,
+    JwtVerifier,
+    looks_like_jwt,
+    unverified_issuer,
+)
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
 from memql.db.repository import Conn
@@ -196,6 +202,6 @@ class Authenticator:
 
         found = await self.cache.get(("jwt", issuer), resolve, holds)
         if not isinstance(found, tuple):
-            raise Unauthenticated("no project trusts this token's issuer")
+            raise Unauthenticated(INVALID_TOKEN)
         project, config = found
         return project, await self._jwt.subject(token, config)

@@ -8,6 +8,7 @@ signed with a public key) are refused. Expiry, issuer, audience and `sub` are re
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,11 @@ LEEWAY_SECONDS = 30
 # works within seconds of being published, and tokens with made-up `kid`s cannot flood the app
 JWKS_LIFESPAN_SECONDS = 300.0
 JWKS_REFETCH_SECONDS = 30.0
+# one answer for a token from an issuer no project trusts and for one a trusted issuer did not
+# sign (or signed for another audience): the answer must not tell which issuers are trusted
+INVALID_TOKEN = "the token is not valid"
+
+log = logging.getLogger("memql.access")
 
 
 @dataclass(frozen=True)
@@ -138,10 +144,9 @@ class JwtVerifier:
             )
         except jwt.ExpiredSignatureError:
             raise Unauthenticated("the token has expired") from None
-        except jwt.PyJWKClientError as exc:
-            raise Unauthenticated(f"the token's signing key could not be found: {exc}") from None
-        except jwt.PyJWTError as exc:
-            raise Unauthenticated(f"the token is not valid: {exc}") from None
+        except (jwt.PyJWKClientError, jwt.PyJWTError) as exc:
+            log.info("refused a token of %s: %s", config.issuer, exc)
+            raise Unauthenticated(INVALID_TOKEN) from None
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject.strip():
             raise Unauthenticated("the token's `sub` must be a non-empty string")

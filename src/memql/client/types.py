@@ -212,7 +212,7 @@ class MemoryEvent:
     scope: Scope
     memory_id: uuid.UUID | None
     memory: Memory | None
-    actor_id: str
+    actor_id: str | None
     occurred_at: datetime
 
     @classmethod
@@ -223,7 +223,7 @@ class MemoryEvent:
             scope=Scope[data["scope"]],
             memory_id=_uuid(data["memoryId"]),
             memory=Memory.from_json(data["memory"]) if data["memory"] else None,
-            actor_id=data["actorId"],
+            actor_id=data.get("actorId"),
             occurred_at=datetime.fromisoformat(data["occurredAt"]),
         )
 

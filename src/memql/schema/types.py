@@ -280,7 +280,11 @@ class MemoryEvent:
         description="The memory as the list shows it now (retired ones with invalidatedAt);"
         " null once erased."
     )
-    actor_id: str = strawberry.field(description="The user whose request made the change.")
+    actor_id: str | None = strawberry.field(
+        description="The user whose request made the change, on user-scope events (the reader"
+        " itself); null on project-scope events, which never tell one user who else changed"
+        " the shared memories."
+    )
     occurred_at: datetime
     # results of selections already executed on this event (schema/rendering.py)
     renders: strawberry.Private[dict[Any, Any] | None] = None
@@ -293,7 +297,9 @@ class MemoryEvent:
             scope=e.scope,
             memory_id=strawberry.ID(str(e.memory_id)) if e.memory_id else None,
             memory=Memory.from_domain(e.memory) if e.memory else None,
-            actor_id=e.actor_id,
+            # the same for every reader of the event: a user-scope event is read by its owner
+            # only, who made it; a project-scope one by the whole project
+            actor_id=e.actor_id if e.scope is model.Scope.USER else None,
             occurred_at=e.occurred_at,
         )
 
