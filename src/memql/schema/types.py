@@ -283,23 +283,24 @@ class MemoryEvent:
     actor_id: str | None = strawberry.field(
         description="The user whose request made the change, on user-scope events (the reader"
         " itself); null on project-scope events, which never tell one user who else changed"
-        " the shared memories."
+        " the shared memories (the project's own webhooks do name the user)."
     )
     occurred_at: datetime
     # results of selections already executed on this event (schema/rendering.py)
     renders: strawberry.Private[dict[Any, Any] | None] = None
 
     @classmethod
-    def from_domain(cls, e: model.MemoryEvent) -> MemoryEvent:
+    def from_domain(cls, e: model.MemoryEvent, *, name_actor: bool = False) -> MemoryEvent:
+        """The event as an app user reads it; `name_actor` for the project's own backend."""
         return cls(
             cursor=str(e.cursor),
             type=e.type,
             scope=e.scope,
             memory_id=strawberry.ID(str(e.memory_id)) if e.memory_id else None,
             memory=Memory.from_domain(e.memory) if e.memory else None,
-            # the same for every reader of the event: a user-scope event is read by its owner
-            # only, who made it; a project-scope one by the whole project
-            actor_id=e.actor_id if e.scope is model.Scope.USER else None,
+            # the same for every user reading the event: a user-scope event is read by its
+            # owner only, who made it; a project-scope one by the whole project
+            actor_id=e.actor_id if name_actor or e.scope is model.Scope.USER else None,
             occurred_at=e.occurred_at,
         )
 

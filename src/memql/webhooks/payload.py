@@ -1,5 +1,6 @@
 """A webhook's body: the event exactly as the `memoryEvents` subscription shows it with every
-field selected (camelCase names, enum names, ISO 8601 times), built from the same GraphQL types."""
+field selected (camelCase names, enum names, ISO 8601 times), built from the same GraphQL types;
+the project's own endpoint is also told which user made each change (`actorId`)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def _graphql_value(value: Any) -> Any:
 
 
 def event_json(event: model.MemoryEvent) -> dict[str, Any]:
-    return dict(_graphql_value(MemoryEvent.from_domain(event)))
+    return dict(_graphql_value(MemoryEvent.from_domain(event, name_actor=True)))
 
 
 def body(event: model.MemoryEvent) -> bytes:
