@@ -130,10 +130,14 @@ async def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--extra", type=int, default=1000)
     parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("--queries", type=int, default=0, help="ask only the first N (0: all)")
     args = parser.parse_args()
 
     python = ensure_venv(args.venv)
     memories, queries = dataset(args.extra)
+    if args.queries:
+        # spread over every user: every k-th query
+        queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     workdir = Path(tempfile.mkdtemp(prefix="memql-peers-"))
     database = await asyncio.to_thread(EmbeddedDatabase, workdir)
     workers: list[Worker] = []
