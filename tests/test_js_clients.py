@@ -2,6 +2,8 @@
 tests/js): relay-compiler and @graphql-codegen/cli compile realistic operations against
 schema.graphql, and Apollo Client's persisted-queries link talks to a live server."""
 
+# the `js_clients` fixture (tests/npm.py) installs tests/js from its lock file on first use
+
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +21,7 @@ BIN = JS / "node_modules" / ".bin"
 
 def tool(name: str) -> str:
     path = BIN / name
-    assert path.exists(), "run `npm ci` in tests/js"
+    assert path.exists(), f"{name} is missing from tests/js/node_modules"
     return str(path)
 
 
@@ -50,7 +52,7 @@ def relay_project(tmp_path: Path, schema: str) -> Path:
 
 
 async def test_relay_compiler_compiles_connections_refetchable_node_fragments_and_mutations(
-    tmp_path,
+    tmp_path, js_clients
 ):
     project = relay_project(tmp_path, (ROOT / "schema.graphql").read_text())
     code, out = await run(tool("relay-compiler"), "relay.config.json", cwd=project)
@@ -67,7 +69,7 @@ async def test_relay_compiler_compiles_connections_refetchable_node_fragments_an
     assert "node(id: $id)" in refetch
 
 
-async def test_relay_compiler_rejects_a_schema_without_the_conventions(tmp_path):
+async def test_relay_compiler_rejects_a_schema_without_the_conventions(tmp_path, js_clients):
     """The check can fail: the same operations against a `PageInfo` without `startCursor` (as
     memql's was) do not compile."""
     schema = (ROOT / "schema.graphql").read_text()
@@ -81,7 +83,7 @@ async def test_relay_compiler_rejects_a_schema_without_the_conventions(tmp_path)
 
 
 @pytest.mark.parametrize("broken", [False, True])
-async def test_graphql_codegen_generates_types_for_the_operations(tmp_path, broken):
+async def test_graphql_codegen_generates_types_for_the_operations(tmp_path, broken, js_clients):
     documents = (JS / "operations" / "memories.graphql").read_text()
     if broken:
         documents = documents.replace("hasPreviousPage", "hasPreviousPages")
@@ -109,10 +111,12 @@ async def test_graphql_codegen_generates_types_for_the_operations(tmp_path, brok
     assert "totalCount: number" in types and "occurredAt?: string | null" in types
 
 
-async def test_apollo_client_persisted_queries_miss_then_send_the_query_then_hit(server, tenant):
+async def test_apollo_client_persisted_queries_miss_then_send_the_query_then_hit(
+    server, tenant, node, js_clients
+):
     name = f"Apq{uuid.uuid4().hex[:8]}"
     code, out = await run(
-        shutil.which("node") or "node",
+        node,
         str(JS / "apq.mjs"),
         f"{server}/graphql",
         tenant.key,
