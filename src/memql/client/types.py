@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memql.model import Access, Consumer, Kind, SaveOutcome, Scope
+from memql.model import Access, Consumer, ContextBlock, Kind, SaveOutcome, Scope, Signals
 
 
 def _time(value: str | None) -> datetime | None:
@@ -117,16 +117,6 @@ def _near_duplicates(items: list[dict[str, Any]]) -> tuple[NearDuplicate, ...]:
 
 
 @dataclass(frozen=True)
-class Signals:
-    """The parts of a recall score, each in [0, 1]."""
-
-    vector: float
-    lexical: float
-    recency: float
-    pinned: float
-
-
-@dataclass(frozen=True)
 class RecallHit:
     """One recalled memory; higher score = more relevant, in [0, 1]."""
 
@@ -167,13 +157,8 @@ class Page:
         )
 
 
-@dataclass(frozen=True)
-class MemoryContext:
-    """A markdown block for a system prompt; `omitted` memories did not fit the budget."""
-
-    text: str
-    count: int
-    omitted: int
+# a markdown block for a system prompt (`text`, `count`, `omitted`): the domain's own type
+MemoryContext = ContextBlock
 
 
 @dataclass(frozen=True)
