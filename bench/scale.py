@@ -41,12 +41,14 @@ from pgvector.psycopg import register_vector_async
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.db import embedding_space as space
-from memql.db import repository as repo
+from memql.db import memories as db_memories
+from memql.db import recall as db_recall
 from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
+from memql.db.session import bind_principal
 from memql.embeddings.local import DEFAULT_MODEL
-from memql.model import Access, Consumer, Grant, MemoryFilter, Principal, Scope
+from memql.model import Access, Consumer, Grant, MemoryFilter, Order, Principal, Scope
 from memql.service import DEFAULT_WEIGHTS
 
 DIMS = 384
@@ -293,7 +295,7 @@ async def explain(url: str, model: str) -> None:
 
         async def show(title: str, run: Any, settings: Any = ()) -> None:
             async with conn.transaction():
-                await repo.bind_principal(conn, principal, settings)
+                await bind_principal(conn, principal, settings)
                 plans.clear()
                 await run()
                 # a plan is logged when its portal closes, with the next statement: this one
@@ -307,19 +309,21 @@ async def explain(url: str, model: str) -> None:
         for title, kw in cases:
             await show(
                 title,
-                lambda kw=kw: repo.recall(
+                lambda kw=kw: db_recall.recall(
                     conn, principal, query=sentence(rng, words), embedding=vector, model=model,
                     kinds=None, weights=DEFAULT_WEIGHTS, limit=5, **kw,
                 ),
-                repo.RECALL_SETTINGS,
+                db_recall.RECALL_SETTINGS,
             )  # fmt: skip
         await show(
             "memories(first: 50)",
-            lambda: repo.list_page(conn, principal, MemoryFilter(scopes=both), 50, None),
+            lambda: db_memories.list_page(
+                conn, principal, MemoryFilter(scopes=both), Order(), limit=50
+            ),
         )
         await show(
             "memoryContext (the rows, then the live count)",
-            lambda: repo.context_memories(conn, principal, both, 500),
+            lambda: db_memories.context_memories(conn, principal, both, 500),
         )
 
 

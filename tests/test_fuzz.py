@@ -35,8 +35,8 @@ from graphql import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memql.graphql.schema import schema
 from memql.mcp.tools import TOOLS
-from memql.schema import schema
 from tests.conftest import Tenant, make_tenant
 from tests.test_errors import count_rows
 

@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from memql import http_errors
-from memql.schema.persisted import PersistedQueries
+from memql.graphql.persisted import PersistedQueries
 from memql.settings import Settings
 from tests.conftest import Tenant, free_port, running_server
 

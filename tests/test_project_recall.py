@@ -8,7 +8,7 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 
 from memql.db import embedding_space as space
-from memql.db import repository as repo
+from memql.db import recall as db_recall
 from memql.embeddings.local import LocalEmbedder
 from memql.model import Access, Consumer, Grant, Kind, Principal, Scope
 from memql.service import DEFAULT_WEIGHTS
@@ -72,9 +72,9 @@ async def _filtered_recall(
                 # and sorting every matching shared row too: on a test database's statistics
                 # the planner may sort a few hundred rows instead of walking the graph
                 await conn.execute("set local enable_sort = off")
-            for name, value in repo.RECALL_SETTINGS:
+            for name, value in db_recall.RECALL_SETTINGS:
                 await conn.execute("select set_config(%s, %s, true)", (name, value))
-            rows = await repo.recall(
+            rows = await db_recall.recall(
                 conn,
                 principal,
                 query="how do I run the deployment pipeline",
@@ -121,7 +121,7 @@ async def test_a_broad_filter_goes_through_the_index_and_still_returns_k(
     await _save_project_memories(alice, 300)
     # as if 5 rows were many: the HNSW route, whose scan skips the 300 closer rows the filter
     # rejects and keeps going
-    monkeypatch.setattr(repo, "EXACT_SCAN_ROWS", 3)
+    monkeypatch.setattr(db_recall, "EXACT_SCAN_ROWS", 3)
     contents, index_scans = await _filtered_recall(tenant, database_url, embedder, large=True)
     assert index_scans > 0, "the HNSW index was not used"
     assert sorted(contents) == sorted(PERSONAL)

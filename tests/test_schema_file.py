@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memql.schema import schema
+from memql.graphql.schema import schema
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema.graphql"
 
 
 def test_schema_graphql_matches_the_code():
     assert SCHEMA_FILE.read_text() == schema.as_str() + "\n", (
-        "schema.graphql is stale: python -m memql.schema.export > schema.graphql"
+        "schema.graphql is stale: python -m memql.graphql.export > schema.graphql"
     )

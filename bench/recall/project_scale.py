@@ -2,7 +2,7 @@
 
 Fills one project's shared scope with N memories whose vectors are synthetic (clustered unit
 vectors, seeded), 1% of them in a rare category, then asks Q queries (near existing memories)
-through `repository.recall` twice each: as the planner chooses (the HNSW route with iterative
+through `db.recall.recall` twice each: as the planner chooses (the HNSW route with iterative
 scan) and with index scans off (an exact scan). Reports how many of the exact top 5 the index
 route finds, with and without the rare-category filter, and the median latency of each.
 
@@ -26,7 +26,7 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 
 from memql.db import embedding_space as space
-from memql.db import repository as repo
+from memql.db import recall as db_recall
 from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
@@ -80,10 +80,10 @@ async def ask(
     async with conn.transaction():
         if exact:
             await conn.execute("set local enable_indexscan = off")
-        for name, value in repo.RECALL_SETTINGS:
+        for name, value in db_recall.RECALL_SETTINGS:
             await conn.execute("select set_config(%s, %s, true)", (name, value))
         started = time.perf_counter()
-        rows = await repo.recall(
+        rows = await db_recall.recall(
             conn,
             principal,
             query="zzqx",  # no full-text match: the vector route alone

@@ -27,13 +27,13 @@ from memql.db.migrate import migrate
 from memql.db.pool import open_pool, system_connection
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
+from memql.graphql.asgi import GraphQLApp
+from memql.graphql.schema import build_schema
 from memql.mcp import McpEndpoint
 from memql.metrics_http import metrics_endpoint, serve_metrics, warn_if_public
 from memql.origins import CrossOrigin
 from memql.realtime import Realtime, open_realtime
 from memql.request_body import BodyLimit
-from memql.schema import build_schema
-from memql.schema.asgi import GraphQLApp
 from memql.service import MemoryService
 from memql.settings import Settings
 from memql.webhooks.delivery import Deliverer

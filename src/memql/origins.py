@@ -2,7 +2,7 @@
 
 Credentials are bearer headers, never cookies, so a listed origin is allowed the headers that
 carry them and no `Access-Control-Allow-Credentials`. Websocket handshakes are not covered by
-CORS: `/graphql` checks their `Origin` against the same list (schema/asgi.py).
+CORS: `/graphql` checks their `Origin` against the same list (graphql/asgi.py).
 """
 
 from __future__ import annotations

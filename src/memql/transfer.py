@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterable
 from typing import IO
 
 from memql.codec import memory_from_dict, memory_to_dict
-from memql.db import repository as repo
-from memql.db.repository import Conn
+from memql.db import transfer as db_transfer
+from memql.db.pool import Conn
 from memql.embeddings import Embedder
 from memql.errors import BadInput
 from memql.model import Memory
@@ -37,7 +37,7 @@ def from_line(line: str, project_id: uuid.UUID, number: int) -> Memory:
 
 async def export(conn: Conn, project_id: uuid.UUID, out: IO[str]) -> int:
     count = 0
-    async for memory in repo.every_memory(conn, project_id):
+    async for memory in db_transfer.every_memory(conn, project_id):
         out.write(to_line(memory) + "\n")
         count += 1
     return count
@@ -64,7 +64,7 @@ async def import_(
         async for batch in _batches(lines, project_id):
             vectors = await embedder.embed([m.content for m in batch])
             for memory, vector in zip(batch, vectors, strict=True):
-                if await repo.insert_imported(conn, memory, vector, embedder.model):
+                if await db_transfer.insert_imported(conn, memory, vector, embedder.model):
                     imported += 1
                 else:
                     skipped += 1

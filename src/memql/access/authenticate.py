@@ -35,7 +35,7 @@ from memql.access.jwt import (
 )
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
-from memql.db.repository import Conn
+from memql.db.pool import Conn
 from memql.errors import CredentialsUnavailable, MemqlError, NotEntitled, Unauthenticated
 from memql.model import Consumer, Principal, Project
 from memql.settings import Settings

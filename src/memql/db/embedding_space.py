@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg import sql as psql
 
+from memql.db.pool import Conn
 from memql.embeddings import Vector
-
-Conn = AsyncConnection[Any]
 
 # a row is pending when its vector is not of the target space and no shadow vector of it is ready
 _PENDING = """

@@ -1,4 +1,5 @@
-"""SQL of the realtime stream: reading the event log in cursor order, and the relay's position.
+"""SQL of the event log: each write's event (in the write's transaction), reading the log in
+cursor order, and the relay's position.
 
 The relay's reads are system-level (every tenant's events) and run on its own connection; a
 subscriber's replay runs in the subscriber's principal-bound transaction, filtered here by owner.
@@ -7,14 +8,18 @@ subscriber's replay runs in the subscriber's principal-bound transaction, filter
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
-from memql.db.repository import MEMORY_COLUMNS, Conn, memory_from_row
-from memql.model import MemoryEvent, Principal, Scope
+from memql.db.memories import MEMORY_COLUMNS, memory_from_row
+from memql.db.pool import Conn
+from memql.model import Memory, MemoryEvent, Principal, Scope
 
 # held (session level) by the one relay that publishes; a constant shared by every instance
 RELAY_LOCK = 0x6D656D716C_01
@@ -62,7 +67,7 @@ async def read_final(conn: Conn, after: int, gap: Gap | None, limit: int) -> Fin
 
     Cursors are drawn at insert but transactions commit in any order, so a committed cursor may
     have a missing predecessor whose transaction is still running. Every event's transaction
-    takes its id before drawing its cursor (repository.insert_event), so the holder of a missing
+    takes its id before drawing its cursor (insert_event), so the holder of a missing
     cursor was in progress in the snapshot that saw the gap, or it has ended (aborted, or its
     event was erased). A gap is passed once every transaction in progress when it was seen has
     ended; by then its cursor either is visible or never will be.
@@ -211,3 +216,62 @@ async def final_position(conn: Conn, poll: float = 0.05) -> int:
             break
         await asyncio.sleep(poll)
     return newest
+
+
+# --- writing the log (in the write's own transaction) ----------------------------------
+
+
+async def insert_event(
+    conn: Conn,
+    principal: Principal,
+    *,
+    type: str,
+    scope: Scope,
+    memory_id: uuid.UUID | None,
+    payload: dict[str, Any],
+) -> int:
+    # The transaction id is taken before the cursor: the relay relies on every event's
+    # transaction holding an id before its cursor is drawn (see realtime/relay.py).
+    cur = await conn.execute(
+        """
+        with tx as materialized (select pg_current_xact_id() as xid)
+        insert into memory_events (project_id, scope, owner_id, type, memory_id, actor_id, payload)
+        select %s, %s, %s, %s, %s, %s, %s from tx where tx.xid is not null
+        returning cursor
+        """,
+        (
+            principal.project_id,
+            scope.value,
+            principal.owner_for(scope),
+            type,
+            memory_id,
+            principal.user_id,
+            Jsonb(payload),
+        ),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def snapshot(memory: Memory) -> dict[str, Any]:
+    """The memory as an event payload records it (JSON-safe)."""
+    return json.loads(
+        json.dumps(
+            {
+                "id": memory.id,
+                "kind": memory.kind.value,
+                "scope": memory.scope.value,
+                "content": memory.content,
+                "key": memory.key,
+                "category": memory.category,
+                "pinned": memory.pinned,
+                "sourceThreadIds": list(memory.source_thread_ids),
+                "source": memory.source,
+                "expiresAt": memory.expires_at,
+                "occurredAt": memory.occurred_at,
+                "supersedes": memory.supersedes,
+            },
+            default=str,
+        )
+    )

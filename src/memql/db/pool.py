@@ -13,8 +13,11 @@ from psycopg_pool import AsyncConnectionPool
 APP_ROLE = "memql_app"
 SYSTEM_ROLE = "memql_system"
 
+# a connection of either role; every SQL function takes one its caller has put in a transaction
+Conn = AsyncConnection[Any]
 
-async def _configure(conn: AsyncConnection[Any]) -> None:
+
+async def _configure(conn: Conn) -> None:
     await register_vector_async(conn)
     await conn.execute(f"set role {APP_ROLE}")
     # leave the connection idle, not inside a transaction

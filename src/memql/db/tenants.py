@@ -9,14 +9,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from memql.access.jwt import JwtConfig
+from memql.db.pool import Conn
 from memql.errors import BadInput
 from memql.model import ApiKey, Consumer, Project
-
-Conn = AsyncConnection[Any]
 
 
 def _project(row: dict[str, Any]) -> Project:

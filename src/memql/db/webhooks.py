@@ -14,7 +14,7 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from memql.db.events import _EVENT_COLUMNS, _event
-from memql.db.repository import Conn
+from memql.db.pool import Conn
 from memql.model import MemoryEvent, Webhook
 
 _COLUMNS = """

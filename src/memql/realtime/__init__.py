@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
-from memql.db.repository import Conn
+from memql.db.session import Sessions
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime.bus import EventBus
 from memql.realtime.recheck import Recheck, Rechecker
@@ -45,7 +45,7 @@ class Realtime:
 
     def events(
         self,
-        session: Callable[[], AbstractAsyncContextManager[Conn]],
+        sessions: Sessions,
         principal: Principal,
         scopes: Sequence[Scope],
         since: int | None,
@@ -54,7 +54,7 @@ class Realtime:
         return stream_events(
             bus=self.bus,
             relay=self.relay,
-            session=session,
+            sessions=sessions,
             principal=principal,
             scopes=scopes,
             since=since,

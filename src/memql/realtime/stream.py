@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from memql import metrics
 from memql.db import events as db_events
-from memql.db.repository import Conn
+from memql.db.pool import Conn
+from memql.db.session import Sessions
 from memql.errors import BadInput, MemqlError, SubscriberBehind
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime import wire
@@ -52,7 +52,7 @@ async def stream_events(
     *,
     bus: EventBus,
     relay: Relay,
-    session: Callable[[], AbstractAsyncContextManager[Conn]],
+    sessions: Sessions,
     principal: Principal,
     scopes: Sequence[Scope],
     since: int | None,
@@ -69,7 +69,7 @@ async def stream_events(
                 watch = None
                 if recheck is not None:
                     watch = watching.enter_context(rechecker.watch(recheck, scopes, inbox.wake))
-                async with session() as conn:
+                async with sessions.bound(principal) as conn:
                     horizon = await relay.horizon(conn)
                     if since is not None and since > horizon:
                         await _check_issued(conn, since)
@@ -80,10 +80,10 @@ async def stream_events(
                         raise watch.failure
                     if inbox.resync:
                         inbox.resync = False
-                        async with session() as conn:
+                        async with sessions.bound(principal) as conn:
                             replay_to = await relay.horizon(conn)
                     while replay_to is not None and last < replay_to:
-                        async with session() as conn:
+                        async with sessions.bound(principal) as conn:
                             page = await db_events.replay(
                                 conn, principal, scopes, last, replay_to, REPLAY_PAGE
                             )

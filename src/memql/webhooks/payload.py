@@ -14,7 +14,7 @@ from strawberry.types.private import is_private
 from strawberry.utils.str_converters import to_camel_case
 
 from memql import model
-from memql.schema.types import MemoryEvent
+from memql.graphql.types import MemoryEvent
 
 
 def _graphql_value(value: Any) -> Any:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 
 from memql.db import webhooks as db
-from memql.db.repository import Conn
+from memql.db.pool import Conn
 from memql.errors import BadInput
 from memql.model import EVENT_TYPES, Webhook
 from memql.webhooks import signing, targets

@@ -286,7 +286,7 @@ class MemoryEvent:
         " the shared memories (the project's own webhooks do name the user)."
     )
     occurred_at: datetime
-    # results of selections already executed on this event (schema/rendering.py)
+    # results of selections already executed on this event (graphql/rendering.py)
     renders: strawberry.Private[dict[Any, Any] | None] = None
 
     @classmethod

@@ -1,33 +1,32 @@
-"""MemoryService: the one API that GraphQL and MCP call. Validation, grants and events live here."""
+"""MemoryService: the one API that GraphQL and MCP call. Validation and grants are checked
+here; every call runs in a principal-bound transaction (`db/session.py`); saves run the
+algorithm of `saving.py`."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg import errors as pg_errors
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from memql import dedup, metrics, pagination, validation
+from memql import metrics, pagination, validation
 from memql.context_block import format_context
-from memql.db import repository as repo
+from memql.db import events as db_events
+from memql.db import memories as db_memories
+from memql.db import recall as db_recall
 from memql.db import webhooks as db_webhooks
-from memql.db.pool import SYSTEM_ROLE
-from memql.db.repository import Conn
-from memql.embeddings import Embedder, Vector
+from memql.db.pool import Conn
+from memql.db.session import Sessions
+from memql.embeddings import Embedder
 from memql.errors import (
     BadInput,
     Conflict,
     Forbidden,
     NotFound,
-    ServiceUnavailable,
-    Unauthenticated,
 )
 from memql.model import (
     Consumer,
@@ -42,7 +41,6 @@ from memql.model import (
     Page,
     Principal,
     RecallHit,
-    SaveOutcome,
     SaveResult,
     Scope,
     Signals,
@@ -50,6 +48,8 @@ from memql.model import (
     Webhook,
     Weights,
 )
+from memql.service import saving
+from memql.service.saving import Saving
 from memql.settings import Settings
 from memql.webhooks import registry as webhook_registry
 
@@ -67,8 +67,6 @@ DEFAULT_WEIGHTS = Weights(
 # the most memories a context block considers (a budget of 8000 characters holds ~100)
 CONTEXT_CANDIDATES = 500
 CONTEXT_BUDGET_MAX = 100_000
-NEAR_DUPLICATES_REPORTED = 5
-DATABASE_AWAY = "the memory store cannot be reached right now; try again shortly"
 
 log = logging.getLogger(__name__)
 
@@ -82,48 +80,17 @@ class MemoryService:
         weights: Weights | None = None,
         realtime: Realtime | None = None,
     ) -> None:
-        self._pool = pool
+        self._sessions = Sessions(pool)
         self._realtime = realtime
         self._embedder = embedder
         self._settings = settings
         self._limits = settings.limits
         self._weights = weights or settings.recall_weights or DEFAULT_WEIGHTS
+        self._saving = Saving(settings, embedder.model)
 
     @property
     def model(self) -> str:
         return self._embedder.model
-
-    @asynccontextmanager
-    async def _session(
-        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
-    ) -> AsyncIterator[Conn]:
-        """A transaction on behalf of `principal`: every request-path query runs in one, so
-        row-level security sees the principal's project and user. The binding statement also
-        checks the credential again (a key revoked, an entitlement withdrawn since the
-        principal was resolved or cached): nothing is read or written for a stale one. A
-        database that gives no connection within the pool's wait, or loses it, is
-        ServiceUnavailable (HTTP 503)."""
-        conn: Conn | None = None
-        try:
-            async with self._pool.connection() as conn, conn.transaction():
-                if not await repo.bind_principal(conn, principal, settings):
-                    raise Unauthenticated(
-                        "the credential was revoked or its project has no memory"
-                    )
-                try:
-                    yield conn
-                except pg_errors.UniqueViolation as exc:
-                    raise Conflict(
-                        "another live memory holds that key; retire or supersede it first"
-                    ) from exc
-        except PoolTimeout as exc:
-            log.warning("no database connection: %s", exc)
-            raise ServiceUnavailable(DATABASE_AWAY) from None
-        except psycopg.OperationalError as exc:
-            if conn is None or not conn.broken:
-                raise
-            log.warning("the database connection was lost: %s", exc)
-            raise ServiceUnavailable(DATABASE_AWAY) from None
 
     # --- access ---------------------------------------------------------------------------
 
@@ -184,149 +151,19 @@ class MemoryService:
         for new in news:
             self._require_write(principal, new.scope or Scope.USER)
         vectors = await self._embedder.embed([n.content for n in news])
-        async with self._session(principal) as conn:
+        async with self._sessions.bound(principal) as conn:
             # lock owners in one order so concurrent batches cannot deadlock
             for scope in sorted({n.scope or Scope.USER for n in news}, key=lambda s: s.value):
-                await repo.lock_owner(conn, principal.project_id, scope, principal.owner_for(scope))
+                await db_memories.lock_owner(
+                    conn, principal.project_id, scope, principal.owner_for(scope)
+                )
             results = [
-                await self._save_locked(conn, principal, new, vector)
+                await self._saving.save_locked(conn, principal, new, vector)
                 for new, vector in zip(news, vectors, strict=True)
             ]
         for result in results:
             metrics.SAVES.labels(result.outcome.value).inc()
         return results
-
-    async def _save_locked(
-        self, conn: Conn, principal: Principal, new: NewMemory, vector: Vector
-    ) -> SaveResult:
-        scope = new.scope or Scope.USER
-        if new.key is not None:
-            current = await repo.get_live_by_key(conn, principal, scope, new.key)
-            if current is not None:
-                if current.expires_at is not None and current.expires_at <= datetime.now(UTC):
-                    await repo.invalidate(conn, current.id, "expired", at_expiry=True)
-                else:
-                    return await self._replace(conn, principal, current, new, vector)
-        near = await self._near_duplicates(conn, principal, scope, vector, new.content)
-        if new.key is None:
-            target = next(
-                (
-                    d
-                    for d in near
-                    if d.memory.kind is new.kind
-                    # two dated events are two events, however alike their words
-                    and d.memory.occurred_at == new.occurred_at
-                    and dedup.may_absorb(
-                        d.memory.content,
-                        new.content,
-                        d.similarity,
-                        self._settings.absorb_threshold,
-                    )
-                ),
-                None,
-            )
-            if target is not None:
-                return await self._absorb(
-                    conn,
-                    principal,
-                    target.memory,
-                    new,
-                    target.similarity,
-                    tuple(d for d in near if d is not target),
-                )
-        created = await repo.insert_memory(
-            conn, principal, new, scope=scope, embedding=vector, model=self.model
-        )
-        await self._emit(
-            conn, principal, "memory.created", created, {"memory": repo.snapshot(created)}
-        )
-        return SaveResult(SaveOutcome.CREATED, created, tuple(near))
-
-    async def _near_duplicates(
-        self,
-        conn: Conn,
-        principal: Principal,
-        scope: Scope,
-        vector: Vector,
-        content: str,
-        *,
-        exclude: Sequence[uuid.UUID] = (),
-    ) -> list[repo.NearDuplicate]:
-        """Live memories of the owner that say nearly the same thing as `content`, most similar
-        first: those above the near-duplicate bar, and those it seems to contradict (opposite
-        polarity) from a lower bar, since a negation moves a sentence's embedding a long way."""
-        bar = self._settings.near_duplicate_threshold
-        candidates = await repo.near_duplicates(
-            conn,
-            principal,
-            scope,
-            vector,
-            self.model,
-            threshold=min(bar, dedup.CONTRADICTION_FLOOR),
-            limit=2 * NEAR_DUPLICATES_REPORTED,
-            exclude=exclude,
-        )
-        return [
-            d
-            for d in candidates
-            if d.similarity >= bar or dedup.contradicts(d.memory.content, content, d.similarity)
-        ][:NEAR_DUPLICATES_REPORTED]
-
-    async def _absorb(
-        self,
-        conn: Conn,
-        principal: Principal,
-        existing: Memory,
-        new: NewMemory,
-        similarity: float,
-        others: tuple[repo.NearDuplicate, ...],
-    ) -> SaveResult:
-        merged = tuple(dict.fromkeys(existing.source_thread_ids + new.source_thread_ids))
-        # over the cap, the newest provenance wins
-        merged = merged[-self._limits.source_thread_ids :]
-        absorbed = await repo.absorb(conn, existing.id, merged, new.pinned)
-        await self._emit(
-            conn,
-            principal,
-            "memory.absorbed",
-            existing,
-            {
-                # the absorbed text is kept so nothing said is lost
-                "absorbedContent": new.content,
-                "absorbedSourceThreadIds": list(new.source_thread_ids),
-                "absorbedSource": new.source,
-                "similarity": similarity,
-            },
-        )
-        return SaveResult(SaveOutcome.ABSORBED, absorbed, others)
-
-    async def _replace(
-        self, conn: Conn, principal: Principal, old: Memory, new: NewMemory, vector: Vector
-    ) -> SaveResult:
-        """Retire `old` as superseded and insert `new` as its next version, in this transaction."""
-        new_id = uuid.uuid4()
-        retired = await repo.invalidate(conn, old.id, "superseded", superseded_by=new_id)
-        created = await repo.insert_memory(
-            conn,
-            principal,
-            new,
-            scope=old.scope,
-            embedding=vector,
-            model=self.model,
-            memory_id=new_id,
-            supersedes=old.id,
-        )
-        await self._emit(
-            conn,
-            principal,
-            "memory.superseded",
-            created,
-            {"memory": repo.snapshot(created), "supersededId": str(old.id)},
-        )
-        near = await self._near_duplicates(
-            conn, principal, old.scope, vector, new.content, exclude=[created.id]
-        )
-        return SaveResult(SaveOutcome.SUPERSEDED, created, tuple(near), superseded=retired)
 
     @validation.storable_arguments
     async def supersede(
@@ -345,13 +182,13 @@ class MemoryService:
         self._require_some_write(principal)
         new = validation.new_memory(raw, self._limits)
         [vector] = await self._embedder.embed([new.content])
-        async with self._session(principal) as conn:
+        async with self._sessions.bound(principal) as conn:
             old = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(old, "supersede")
             if new.key is None:
                 new = replace(new, key=old.key)
             elif new.key != old.key:
-                holder = await repo.get_live_by_key(conn, principal, old.scope, new.key)
+                holder = await db_memories.get_live_by_key(conn, principal, old.scope, new.key)
                 if holder is not None:
                     raise Conflict(f"another live memory holds the key {new.key!r}")
             if new.scope is not None and new.scope is not old.scope:
@@ -359,7 +196,7 @@ class MemoryService:
                     "a new version keeps the scope of the memory it supersedes", field="scope"
                 )
             new = replace(new, scope=old.scope)
-            return await self._replace(conn, principal, old, new, vector)
+            return await self._saving.replace(conn, principal, old, new, vector)
 
     @validation.storable_arguments
     async def retire(
@@ -370,38 +207,38 @@ class MemoryService:
         key: str | None = None,
         scope: Scope | None = None,
     ) -> Memory:
-        async with self._session(principal) as conn:
+        async with self._sessions.bound(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(memory, "retire")
-            retired = await repo.invalidate(conn, memory.id, "retired")
-            await self._emit(conn, principal, "memory.retired", memory)
+            retired = await db_memories.invalidate(conn, memory.id, "retired")
+            await saving.emit(conn, principal, "memory.retired", memory)
             return retired
 
     @validation.storable_arguments
     async def restore(self, principal: Principal, memory_id: uuid.UUID) -> Memory:
         """Bring a retired memory back (not a superseded one: restore its newest version's chain
         by superseding instead)."""
-        async with self._session(principal) as conn:
+        async with self._sessions.bound(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             if memory.invalidation_reason != "retired":
                 state = memory.invalidation_reason or "live"
                 raise Conflict(f"only a retired memory can be restored; this one is {state}")
-            if memory.key is not None and await repo.get_live_by_key(
+            if memory.key is not None and await db_memories.get_live_by_key(
                 conn, principal, memory.scope, memory.key
             ):
                 raise Conflict(f"another live memory holds the key {memory.key!r}")
-            restored = await repo.reinstate(conn, memory.id)
-            await self._emit(conn, principal, "memory.restored", memory)
+            restored = await db_memories.reinstate(conn, memory.id)
+            await saving.emit(conn, principal, "memory.restored", memory)
             return restored
 
     @validation.storable_arguments
     async def erase(self, principal: Principal, memory_id: uuid.UUID) -> EraseResult:
         """Hard-delete a memory with all its versions and the events carrying their content."""
         self._require_server_credential(principal)
-        async with self._session(principal) as conn:
+        async with self._sessions.bound(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
-            ids = await repo.erase_chain(conn, principal, memory)
-            await self._emit(
+            ids = await db_memories.erase_chain(conn, principal, memory)
+            await saving.emit(
                 conn,
                 principal,
                 "memory.erased",
@@ -414,10 +251,10 @@ class MemoryService:
         """Hard-delete everything of the principal's user in this project (right to erasure)."""
         self._require_server_credential(principal)
         self._require_write(principal, Scope.USER)
-        async with self._session(principal) as conn:
-            await repo.lock_owner(conn, principal.project_id, Scope.USER, principal.user_id)
-            count = await repo.erase_owner(conn, principal, Scope.USER)
-            await repo.insert_event(
+        async with self._sessions.bound(principal) as conn:
+            await db_memories.lock_owner(conn, principal.project_id, Scope.USER, principal.user_id)
+            count = await db_memories.erase_owner(conn, principal, Scope.USER)
+            await db_events.insert_event(
                 conn,
                 principal,
                 type="memory.erased",
@@ -426,24 +263,6 @@ class MemoryService:
                 payload={"versions": count},
             )
             return EraseResult(erased=count)
-
-    @staticmethod
-    async def _emit(
-        conn: Conn,
-        principal: Principal,
-        type: str,
-        memory: Memory,
-        payload: dict[str, Any] | None = None,
-    ) -> None:
-        """Record a write's event, in the write's transaction."""
-        await repo.insert_event(
-            conn,
-            principal,
-            type=type,
-            scope=memory.scope,
-            memory_id=memory.id,
-            payload=payload or {},
-        )
 
     @staticmethod
     def _require_server_credential(principal: Principal) -> None:
@@ -472,20 +291,22 @@ class MemoryService:
         self._require_some_write(principal)
         readable = principal.grant.readable_scopes()
         if memory_id is not None:
-            found = await repo.get(conn, principal, memory_id, readable)
+            found = await db_memories.get(conn, principal, memory_id, readable)
         else:
             key_scope = scope or Scope.USER
             found = (
-                await repo.get_live_by_key(conn, principal, key_scope, validation.key(key) or "")
+                await db_memories.get_live_by_key(
+                    conn, principal, key_scope, validation.key(key) or ""
+                )
                 if key_scope in readable
                 else None
             )
         if found is None:
             raise NotFound("no such memory")
         self._require_write(principal, found.scope)
-        await repo.lock_owner(conn, principal.project_id, found.scope, found.owner_id)
+        await db_memories.lock_owner(conn, principal.project_id, found.scope, found.owner_id)
         # read again under the lock: a concurrent write may have changed it
-        fresh = await repo.get(conn, principal, found.id, [found.scope])
+        fresh = await db_memories.get(conn, principal, found.id, [found.scope])
         if fresh is None:
             raise NotFound("no such memory")
         return fresh
@@ -495,14 +316,14 @@ class MemoryService:
     @validation.storable_arguments
     async def get(self, principal: Principal, memory_id: uuid.UUID) -> Memory | None:
         scopes = self._readable(principal, None)
-        async with self._session(principal) as conn:
-            return await repo.get(conn, principal, memory_id, scopes)
+        async with self._sessions.bound(principal) as conn:
+            return await db_memories.get(conn, principal, memory_id, scopes)
 
     @validation.storable_arguments
     async def history(self, principal: Principal, memory_id: uuid.UUID) -> list[Memory]:
         scopes = self._readable(principal, None)
-        async with self._session(principal) as conn:
-            versions = await repo.history(conn, principal, memory_id, scopes)
+        async with self._sessions.bound(principal) as conn:
+            versions = await db_memories.history(conn, principal, memory_id, scopes)
         if not versions:
             raise NotFound("no such memory")
         return versions
@@ -556,8 +377,8 @@ class MemoryService:
             occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
             source=validation.source(source),
         )
-        async with self._session(principal) as conn:
-            rows, more, behind = await repo.list_page(
+        async with self._sessions.bound(principal) as conn:
+            rows, more, behind = await db_memories.list_page(
                 conn,
                 principal,
                 flt,
@@ -583,8 +404,8 @@ class MemoryService:
         """How many memories a list's filter admits over all its pages (`Page.filter`)."""
         for scope in flt.scopes:
             self._readable(principal, scope)
-        async with self._session(principal) as conn:
-            return await repo.count_matching(conn, principal, flt)
+        async with self._sessions.bound(principal) as conn:
+            return await db_memories.count_matching(conn, principal, flt)
 
     @validation.storable_arguments
     async def recall(
@@ -631,8 +452,8 @@ class MemoryService:
         occurred: TimeRange = TimeRange(),
     ) -> list[RecallHit]:
         [vector] = await self._embedder.embed([query])
-        async with self._session(principal, repo.RECALL_SETTINGS) as conn:
-            rows = await repo.recall(
+        async with self._sessions.bound(principal, db_recall.RECALL_SETTINGS) as conn:
+            rows = await db_recall.recall(
                 conn,
                 principal,
                 query=query,
@@ -666,11 +487,11 @@ class MemoryService:
             )
             memories = [h.memory for h in hits]
             memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each
-            async with self._session(principal) as conn:
-                total = await repo.count_live(conn, principal, scopes)
+            async with self._sessions.bound(principal) as conn:
+                total = await db_memories.count_live(conn, principal, scopes)
         else:
-            async with self._session(principal) as conn:
-                memories, total = await repo.context_memories(
+            async with self._sessions.bound(principal) as conn:
+                memories, total = await db_memories.context_memories(
                     conn, principal, scopes, CONTEXT_CANDIDATES
                 )
         return format_context(memories, budget, total)
@@ -698,19 +519,9 @@ class MemoryService:
         after = validation.event_cursor(since)
         if self._realtime is None:
             raise RuntimeError("realtime is not running")
-        return self._realtime.events(
-            lambda: self._session(principal), principal, scopes, after, recheck
-        )
+        return self._realtime.events(self._sessions, principal, scopes, after, recheck)
 
     # --- webhooks -------------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def _system_session(self) -> AsyncIterator[Conn]:
-        """A transaction that sees every row (endpoints belong to no single user); callers
-        filter by the principal's project."""
-        async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute(f"set local role {SYSTEM_ROLE}")
-            yield conn
 
     @staticmethod
     def _require_webhook_admin(principal: Principal) -> None:
@@ -732,7 +543,7 @@ class MemoryService:
         """Register an endpoint of the principal's project; returns it with its signing secret,
         which is not shown again."""
         self._require_webhook_admin(principal)
-        async with self._system_session() as conn:
+        async with self._sessions.system() as conn:
             return await webhook_registry.register(
                 conn,
                 principal.project_id,
@@ -745,11 +556,11 @@ class MemoryService:
     async def webhooks(self, principal: Principal) -> list[Webhook]:
         """The project's endpoints with their delivery state."""
         self._require_webhook_admin(principal)
-        async with self._system_session() as conn:
+        async with self._sessions.system() as conn:
             return await db_webhooks.list_webhooks(conn, principal.project_id, pending=True)
 
     async def remove_webhook(self, principal: Principal, webhook_id: uuid.UUID) -> None:
         self._require_webhook_admin(principal)
-        async with self._system_session() as conn:
+        async with self._sessions.system() as conn:
             if not await db_webhooks.delete_webhook(conn, webhook_id, principal.project_id):
                 raise NotFound("no such webhook in this project")

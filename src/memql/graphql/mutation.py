@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import strawberry
 
-from memql.schema.context import Info, parse_id
-from memql.schema.inputs import SaveMemoryInput
-from memql.schema.types import (
+from memql.graphql.context import Info, parse_id
+from memql.graphql.inputs import SaveMemoryInput
+from memql.graphql.types import (
     AddWebhookPayload,
     EraseResult,
     IdArg,

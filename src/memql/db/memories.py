@@ -1,20 +1,20 @@
-"""All of memql's SQL, parameterised, with rows mapped to domain objects.
+"""The SQL of memories: their columns and rows, who sees which (every query is filtered by
+project and owner here, whatever the caller passed), writes, lists and counts.
 
 Functions take a connection that the caller has put in a transaction, so the service decides what
-is atomic. Every memory query is filtered by project and owner here, whatever the caller passed.
+is atomic.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from memql.db.pool import Conn
 from memql.embeddings import Vector
 from memql.model import (
     Kind,
@@ -27,11 +27,8 @@ from memql.model import (
     Scope,
     SortDirection,
     TimeRange,
-    Weights,
 )
 from memql.pagination import Position
-
-Conn = AsyncConnection[Any]
 
 MEMORY_COLUMNS = """
     m.id, m.project_id, m.scope, m.owner_id, m.kind, m.content, m.key, m.category, m.pinned,
@@ -74,7 +71,7 @@ def first_per_owner(conditions: str, order: str) -> str:
     """
 
 
-def _visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
+def visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
     return {
         "project_id": principal.project_id,
         "user_id": principal.user_id,
@@ -117,38 +114,6 @@ async def _fetch_memories(conn: Conn, sql: str, params: dict[str, Any]) -> list[
 async def _fetch_memory(conn: Conn, sql: str, params: dict[str, Any]) -> Memory | None:
     rows = await _fetch_memories(conn, sql, params)
     return rows[0] if rows else None
-
-
-async def bind_principal(
-    conn: Conn, principal: Principal, settings: Sequence[tuple[str, str]] = ()
-) -> bool:
-    """Scope this transaction to `principal` (row-level security policies read these values)
-    and apply `settings` to it, in one round trip. False when the principal's credential no
-    longer holds: its key was revoked, or its project lost its entitlement or was deleted."""
-    extra = "".join(f", set_config(%(s{i})s, %(v{i})s, true)" for i in range(len(settings)))
-    params: dict[str, Any] = {
-        "project_id": str(principal.project_id),
-        "user_id": principal.user_id,
-        "key_id": principal.key_id,
-    }
-    for i, (name, value) in enumerate(settings):
-        params[f"s{i}"], params[f"v{i}"] = name, value
-    cur = await conn.execute(
-        f"""
-        select set_config('memql.project_id', %(project_id)s, true),
-            set_config('memql.user_id', %(user_id)s, true){extra},
-            exists(
-                select from projects p
-                where p.id = %(project_id)s::uuid and p.memory_enabled
-                  and (%(key_id)s::uuid is null or exists(
-                      select from api_keys k
-                      where k.id = %(key_id)s and k.project_id = p.id and k.revoked_at is null))
-            )
-        """,
-        params,
-    )
-    row = await cur.fetchone()
-    return bool(row and row[-1])
 
 
 # --- writes -------------------------------------------------------------------------------
@@ -272,39 +237,6 @@ async def reinstate(conn: Conn, memory_id: uuid.UUID) -> Memory:
     return memory
 
 
-async def insert_event(
-    conn: Conn,
-    principal: Principal,
-    *,
-    type: str,
-    scope: Scope,
-    memory_id: uuid.UUID | None,
-    payload: dict[str, Any],
-) -> int:
-    # The transaction id is taken before the cursor: the relay relies on every event's
-    # transaction holding an id before its cursor is drawn (see realtime/relay.py).
-    cur = await conn.execute(
-        """
-        with tx as materialized (select pg_current_xact_id() as xid)
-        insert into memory_events (project_id, scope, owner_id, type, memory_id, actor_id, payload)
-        select %s, %s, %s, %s, %s, %s, %s from tx where tx.xid is not null
-        returning cursor
-        """,
-        (
-            principal.project_id,
-            scope.value,
-            principal.owner_for(scope),
-            type,
-            memory_id,
-            principal.user_id,
-            Jsonb(payload),
-        ),
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 async def erase_chain(conn: Conn, principal: Principal, memory: Memory) -> list[uuid.UUID]:
     """Hard-delete every version of `memory` and the events that carry their content."""
     ids = [m.id for m in await history(conn, principal, memory.id, [memory.scope])]
@@ -332,7 +264,7 @@ async def get(
     conn: Conn, principal: Principal, memory_id: uuid.UUID, scopes: Sequence[Scope]
 ) -> Memory | None:
     sql = f"select {MEMORY_COLUMNS} from memories m where m.id = %(id)s and {VISIBLE}"
-    return await _fetch_memory(conn, sql, {"id": memory_id, **_visibility(principal, scopes)})
+    return await _fetch_memory(conn, sql, {"id": memory_id, **visibility(principal, scopes)})
 
 
 async def get_live_by_key(
@@ -343,7 +275,7 @@ async def get_live_by_key(
         select {MEMORY_COLUMNS} from memories m
         where m.key = %(key)s and m.invalidated_at is null and {VISIBLE}
     """
-    return await _fetch_memory(conn, sql, {"key": key, **_visibility(principal, [scope])})
+    return await _fetch_memory(conn, sql, {"key": key, **visibility(principal, [scope])})
 
 
 async def history(
@@ -366,7 +298,7 @@ async def history(
         where m.id in (select id from back union select id from fwd) and {VISIBLE}
         order by m.created_at, m.id
     """
-    return await _fetch_memories(conn, sql, {"id": memory_id, **_visibility(principal, scopes)})
+    return await _fetch_memories(conn, sql, {"id": memory_id, **visibility(principal, scopes)})
 
 
 async def near_duplicates(
@@ -391,7 +323,7 @@ async def near_duplicates(
         limit %(limit)s
     """
     params = {
-        **_visibility(principal, [scope]),
+        **visibility(principal, [scope]),
         "embedding": embedding,
         "model": model,
         "threshold": threshold,
@@ -406,7 +338,7 @@ async def near_duplicates(
         ]
 
 
-def _in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[str, Any]) -> None:
+def in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[str, Any]) -> None:
     """Add the conditions that keep `m.<column>` in `rng` ([after, before))."""
     if rng.after is not None:
         conditions.append(f"m.{column} >= %({column}_after)s")
@@ -420,7 +352,7 @@ def _list_conditions(principal: Principal, flt: MemoryFilter) -> tuple[list[str]
     """The WHERE conditions (ANDed) and parameters of a list's filter, visibility aside (the
     page query takes each owner's rows separately; other queries add `VISIBLE`)."""
     conditions: list[str] = []
-    params: dict[str, Any] = _visibility(principal, flt.scopes)
+    params: dict[str, Any] = visibility(principal, flt.scopes)
     if not flt.include_invalidated:
         conditions.append(LIVE)
     if flt.kind is not None:
@@ -438,9 +370,9 @@ def _list_conditions(principal: Principal, flt: MemoryFilter) -> tuple[list[str]
     if flt.source is not None:
         conditions.append("m.source @> %(source)s")
         params["source"] = Jsonb(flt.source)
-    _in_range("created_at", flt.created, conditions, params)
-    _in_range("updated_at", flt.updated, conditions, params)
-    _in_range("occurred_at", flt.occurred, conditions, params)
+    in_range("created_at", flt.created, conditions, params)
+    in_range("updated_at", flt.updated, conditions, params)
+    in_range("occurred_at", flt.occurred, conditions, params)
     return conditions, params
 
 
@@ -515,179 +447,11 @@ async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) ->
     return int(row[0]) if row else 0
 
 
-# shared (project-scope) candidates taken by each of vector and full-text order before fusion
-PROJECT_POOL = 200
-# the query's stemmed words, ORed
-TSQUERY = "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery"
-# a filtered project recall scores every matching shared row when there are at most this many
-# (an exact scan of a few thousand rows costs a few milliseconds, where the HNSW route would
-# walk much of the graph to find the few rows a selective filter keeps)
-EXACT_SCAN_ROWS = 5_000
-# how far an HNSW iterative scan may go looking for rows that pass the filters
-HNSW_MAX_SCAN_TUPLES = 50_000
-# candidates per HNSW search step; an iterative scan takes further steps until the pool is full
-HNSW_EF_SEARCH = 100
-# what a recall's transaction sets (with the principal, in one round trip: see bind_principal);
-# relaxed order: the pool is re-scored, so HNSW's order need not be exact
-RECALL_SETTINGS = (
-    ("hnsw.iterative_scan", "relaxed_order"),
-    ("hnsw.max_scan_tuples", str(HNSW_MAX_SCAN_TUPLES)),
-    ("hnsw.ef_search", str(HNSW_EF_SEARCH)),
-)
-
-
-async def recall(
-    conn: Conn,
-    principal: Principal,
-    *,
-    query: str,
-    embedding: Vector,
-    model: str,
-    scopes: Sequence[Scope],
-    kinds: Sequence[Kind] | None,
-    categories: Sequence[str] | None,
-    weights: Weights,
-    limit: int,
-    occurred: TimeRange = TimeRange(),
-) -> list[tuple[Memory, float, dict[str, float]]]:
-    """Rank the principal's live memories of `model` against `query`; best first.
-
-    The caller's own (user-scope) memories are all scored, so their top `limit` is exact. Shared
-    project-scope memories can be many: the `PROJECT_POOL` nearest by vector and the
-    `PROJECT_POOL` best by full text join the pool. By vector, a filter that keeps at most
-    `EXACT_SCAN_ROWS` shared rows scores them all (exact); otherwise the dimension's HNSW index
-    answers, with an iterative scan so filters never starve it (see `ensure_ann_index`). Below
-    `PROJECT_POOL` matching rows that is every row, so small projects are exact too. The lexical
-    query ORs the stemmed words of `query`; its rank is normalised by the best match in the pool.
-    """
-    filters = [LIVE, "m.embedding_model = %(model)s"]
-    params: dict[str, Any] = {
-        **_visibility(principal, scopes),
-        "query": query,
-        "embedding": embedding,
-        "model": model,
-        "limit": limit,
-        "pool": PROJECT_POOL,
-        "w_vector": weights.vector,
-        "w_lexical": weights.lexical,
-        "w_recency": weights.recency,
-        "w_pinned": weights.pinned,
-        "half_life": weights.recency_half_life_days,
-    }
-    # the same filters written so that no index serves them and the planner assumes they keep
-    # half the rows: the HNSW route must not be turned by its estimate (one for any category)
-    # into a sort of every match
-    opaque = list(filters)
-    if kinds:
-        filters.append("m.kind = any(%(kinds)s)")
-        opaque.append("coalesce(m.kind = any(%(kinds)s), false)")
-        params["kinds"] = [k.value for k in kinds]
-    if categories:
-        filters.append("m.category = any(%(categories)s)")
-        opaque.append("coalesce(m.category = any(%(categories)s), false)")
-        params["categories"] = list(categories)
-    _in_range("occurred_at", occurred, filters, params)
-    _in_range("occurred_at", occurred, opaque, params)
-    where = " and ".join(f"({c})" for c in filters)
-    where_opaque = " and ".join(f"({c})" for c in opaque)
-    if kinds or categories:
-        params["exact_rows"] = EXACT_SCAN_ROWS
-        counted = f"""
-        filtered as (
-            select count(*) as n from (
-                select from memories m where 'project' = any(%(scopes)s) and {SHARED}
-                  and {where} limit %(exact_rows)s + 1) f
-        ),"""
-        few = "((select n from filtered) <= %(exact_rows)s)"
-    else:
-        counted = ""
-        # unfiltered, the HNSW route is the faster from a few hundred rows on, and exact below
-        # PROJECT_POOL rows anyway (it returns every row)
-        few = "false"
-    # the dimension is spelt out (an int, not user input) so the planner can match the
-    # expression index of `ensure_ann_index` even in a generic plan
-    dims = int(embedding.shape[0])
-    sql = f"""
-        with q as (select {TSQUERY} as tsq),{counted}
-        pool as (
-            -- whole rows, not ids joined back to memories: on fresh statistics the planner
-            -- would nest that join (pool x rows), quadratic in the caller's memories
-            select m.* from memories m
-            where 'user' = any(%(scopes)s) and {OWN} and {where}
-            union all
-            -- shared rows by vector, one route of two by how many rows the filters keep (the
-            -- planner cannot know: it picks one plan for every category); the count is an
-            -- init plan, so only the chosen route runs. Few: score them all (exact). Many: the
-            -- HNSW index, whose iterative scan skips rows the filters reject.
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and {SHARED} and {where}
-               and {few} and vector_dims(m.embedding) = {dims}
-             order by m.embedding <=> %(embedding)s
-             limit %(pool)s)
-            union all
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and {SHARED} and {where_opaque}
-               and not {few} and vector_dims(m.embedding) = {dims}
-             order by (m.embedding::vector({dims})) <=> %(embedding)s
-             limit %(pool)s)
-            union all
-            -- by full text, through the GIN index of shared rows: the query spelt out (not
-            -- q.tsq) so the planner sees it, and the owner written so that no B-tree serves it
-            -- (the planner underestimates a shared scope and would test every row of it)
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and m.scope = 'project'
-               and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
-               and {where} and m.fts @@ {TSQUERY}
-             order by ts_rank_cd(m.fts, {TSQUERY}) desc
-             limit %(pool)s)
-        ),
-        candidates as (
-            -- a shared memory may come in by both routes: once each
-            select distinct on (m.id) {MEMORY_COLUMNS},
-                greatest(0, 1 - (m.embedding <=> %(embedding)s)) as vector_signal,
-                case when m.fts @@ q.tsq then ts_rank_cd(m.fts, q.tsq) else 0 end as lexical_raw,
-                power(0.5, extract(epoch from (now() - m.updated_at)) / 86400.0
-                           / %(half_life)s) as recency_signal,
-                case when m.pinned then 1.0 else 0.0 end as pinned_signal
-            from pool m, q
-            order by m.id
-        ),
-        signals as (
-            select c.*,
-                coalesce(c.lexical_raw / nullif(max(c.lexical_raw) over (), 0), 0)
-                    as lexical_signal
-            from candidates c
-        )
-        select s.*,
-            %(w_vector)s * s.vector_signal + %(w_lexical)s * s.lexical_signal
-            + %(w_recency)s * s.recency_signal + %(w_pinned)s * s.pinned_signal as score
-        from signals s
-        order by score desc, s.created_at desc, s.id desc
-        limit %(limit)s
-    """
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(sql, params)
-        rows = await cur.fetchall()
-    return [
-        (
-            memory_from_row(r),
-            float(r["score"]),
-            {
-                "vector": float(r["vector_signal"]),
-                "lexical": float(r["lexical_signal"]),
-                "recency": float(r["recency_signal"]),
-                "pinned": float(r["pinned_signal"]),
-            },
-        )
-        for r in rows
-    ]
-
-
 async def context_memories(
     conn: Conn, principal: Principal, scopes: Sequence[Scope], limit: int
 ) -> tuple[list[Memory], int]:
     """Live memories for a context block, pinned first then newest; and how many are live."""
-    params = {**_visibility(principal, scopes), "limit": limit}
+    params = {**visibility(principal, scopes), "limit": limit}
     rows = await _fetch_memories(
         conn, first_per_owner(LIVE, "m.pinned desc, m.created_at desc, m.id desc"), params
     )
@@ -703,86 +467,7 @@ async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) 
              + (select count(*) from memories m
                 where 'project' = any(%(scopes)s) and {SHARED} and {LIVE})
         """,
-        _visibility(principal, scopes),
+        visibility(principal, scopes),
     )
     row = await cur.fetchone()
     return int(row[0]) if row else 0
-
-
-# --- export and import (system connections) ----------------------------------------------
-
-
-async def every_memory(conn: Conn, project_id: uuid.UUID) -> AsyncIterator[Memory]:
-    """Every version of every memory of a project, oldest first, streamed."""
-    async with conn.cursor(name="memql_export", row_factory=dict_row) as cur:
-        await cur.execute(
-            f"select {MEMORY_COLUMNS} from memories m where m.project_id = %s"
-            " order by m.created_at, m.id",
-            (project_id,),
-        )
-        async for row in cur:
-            yield memory_from_row(row)
-
-
-async def insert_imported(conn: Conn, memory: Memory, embedding: Vector, model: str) -> bool:
-    """Insert an exported memory as it was (id, times, chain); False when its id exists."""
-    cur = await conn.execute(
-        """
-        insert into memories (
-            id, project_id, scope, owner_id, kind, content, key, category, pinned,
-            source_thread_ids, source, created_by, created_at, updated_at, expires_at,
-            invalidated_at, invalidation_reason, supersedes, superseded_by, embedding_model,
-            embedding, occurred_at)
-        values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-            %s, %s, %s)
-        on conflict (id) do nothing
-        """,
-        (
-            memory.id,
-            memory.project_id,
-            memory.scope.value,
-            memory.owner_id,
-            memory.kind.value,
-            memory.content,
-            memory.key,
-            memory.category,
-            memory.pinned,
-            list(memory.source_thread_ids),
-            Jsonb(memory.source) if memory.source is not None else None,
-            memory.created_by,
-            memory.created_at,
-            memory.updated_at,
-            memory.expires_at,
-            memory.invalidated_at,
-            memory.invalidation_reason,
-            memory.supersedes,
-            memory.superseded_by,
-            model,
-            embedding,
-            memory.occurred_at,
-        ),
-    )
-    return cur.rowcount == 1
-
-
-def snapshot(memory: Memory) -> dict[str, Any]:
-    """The memory as an event payload records it (JSON-safe)."""
-    return json.loads(
-        json.dumps(
-            {
-                "id": memory.id,
-                "kind": memory.kind.value,
-                "scope": memory.scope.value,
-                "content": memory.content,
-                "key": memory.key,
-                "category": memory.category,
-                "pinned": memory.pinned,
-                "sourceThreadIds": list(memory.source_thread_ids),
-                "source": memory.source,
-                "expiresAt": memory.expires_at,
-                "occurredAt": memory.occurred_at,
-                "supersedes": memory.supersedes,
-            },
-            default=str,
-        )
-    )

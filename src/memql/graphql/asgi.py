@@ -36,10 +36,10 @@ from memql.errors import (
     ServiceUnavailable,
     Unauthenticated,
 )
+from memql.graphql import persisted
+from memql.graphql.context import Context
+from memql.graphql.rendering import encode_once
 from memql.http_errors import error_response
-from memql.schema import persisted
-from memql.schema.context import Context
-from memql.schema.rendering import encode_once
 from memql.service import MemoryService
 
 
@@ -227,9 +227,7 @@ class GraphQLApp(GraphQL[Context, None]):
             # reported by the first field that needs a principal, with its code (credentials
             # that cannot be resolved: SERVICE_UNAVAILABLE, and the answer is a 503)
             return Context(service, None, exc, authenticator=authenticator)
-        return Context(
-            service, principal, authenticator=authenticator, request_headers=credentials
-        )
+        return Context(service, principal, authenticator=authenticator, request_headers=credentials)
 
     # GraphQL over HTTP: a client that accepts application/graphql-response+json gets it, and
     # with it 400 (and no `data`) for a request that never reached execution
@@ -261,7 +259,7 @@ class GraphQLApp(GraphQL[Context, None]):
         return response
 
     def encode_json(self, data: object) -> str | bytes:
-        # a live event's data goes to many sockets: encoded once (schema/rendering.py)
+        # a live event's data goes to many sockets: encoded once (graphql/rendering.py)
         return encode_once(data) or super().encode_json(data)
 
     async def on_ws_connect(self, context: Context) -> Any:

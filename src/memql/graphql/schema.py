@@ -19,14 +19,14 @@ from strawberry.extensions import (
 )
 from strawberry.schema.config import StrawberryConfig
 
+from memql.graphql.asgi import AuthoriseEachOperation
+from memql.graphql.errors import classify
+from memql.graphql.mutation import Mutation
+from memql.graphql.query import Query
+from memql.graphql.rendering import RenderOnce
+from memql.graphql.subscription import Subscription
+from memql.graphql.write_budget import WriteBudget
 from memql.metrics import OperationMetrics
-from memql.resolvers.mutation import Mutation
-from memql.resolvers.query import Query
-from memql.resolvers.subscription import Subscription
-from memql.schema.asgi import AuthoriseEachOperation
-from memql.schema.errors import classify
-from memql.schema.rendering import RenderOnce
-from memql.schema.write_budget import WriteBudget
 from memql.settings import Limits
 
 MAX_DEPTH = 10
@@ -58,7 +58,6 @@ class OperationNameRequired(SchemaExtension):
                 )
                 context.pre_execution_errors = [*(context.pre_execution_errors or []), error]
         yield
-
 
 
 def build_schema(

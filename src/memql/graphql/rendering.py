@@ -25,7 +25,7 @@ from graphql.language import Visitor
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from memql import metrics, model
-from memql.schema import types
+from memql.graphql import types
 
 # live events kept shared at once (a few seconds of a busy stream); older ones are rebuilt
 _SHARED_EVENTS = 1024

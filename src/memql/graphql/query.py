@@ -8,8 +8,8 @@ from typing import Annotated, Any, cast
 import strawberry
 from strawberry.scalars import JSON
 
-from memql.schema.context import Info, parse_id
-from memql.schema.types import (
+from memql.graphql.context import Info, parse_id
+from memql.graphql.types import (
     Grant,
     IdArg,
     Memory,

@@ -9,7 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from memql import model
-from memql.schema.types import MemoryKind, MemoryScope
+from memql.graphql.types import MemoryKind, MemoryScope
 
 
 @strawberry.input(description="A memory to save. Only `content` and `kind` are required.")

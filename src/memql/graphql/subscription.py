@@ -7,11 +7,11 @@ from collections.abc import AsyncGenerator
 import strawberry
 
 from memql.errors import BadInput
+from memql.graphql.asgi import connection_headers
+from memql.graphql.context import Info
+from memql.graphql.rendering import shared_event
+from memql.graphql.types import MemoryEvent, MemoryScope
 from memql.realtime.recheck import Credentials, Recheck
-from memql.schema.asgi import connection_headers
-from memql.schema.context import Info
-from memql.schema.rendering import shared_event
-from memql.schema.types import MemoryEvent, MemoryScope
 
 
 @strawberry.type

@@ -1,0 +1,189 @@
+"""The SQL of recall: one statement scores the caller's own live memories and a pool of the
+shared ones by vector, full text, recency and pin."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from memql.db.memories import (
+    LIVE,
+    MEMORY_COLUMNS,
+    OWN,
+    SHARED,
+    in_range,
+    memory_from_row,
+    visibility,
+)
+from memql.db.pool import Conn
+from memql.embeddings import Vector
+from memql.model import Kind, Memory, Principal, Scope, TimeRange, Weights
+
+# shared (project-scope) candidates taken by each of vector and full-text order before fusion
+PROJECT_POOL = 200
+# the query's stemmed words, ORed
+TSQUERY = "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery"
+# a filtered project recall scores every matching shared row when there are at most this many
+# (an exact scan of a few thousand rows costs a few milliseconds, where the HNSW route would
+# walk much of the graph to find the few rows a selective filter keeps)
+EXACT_SCAN_ROWS = 5_000
+# how far an HNSW iterative scan may go looking for rows that pass the filters
+HNSW_MAX_SCAN_TUPLES = 50_000
+# candidates per HNSW search step; an iterative scan takes further steps until the pool is full
+HNSW_EF_SEARCH = 100
+# what a recall's transaction sets (with the principal, in one round trip: see bind_principal);
+# relaxed order: the pool is re-scored, so HNSW's order need not be exact
+RECALL_SETTINGS = (
+    ("hnsw.iterative_scan", "relaxed_order"),
+    ("hnsw.max_scan_tuples", str(HNSW_MAX_SCAN_TUPLES)),
+    ("hnsw.ef_search", str(HNSW_EF_SEARCH)),
+)
+
+
+async def recall(
+    conn: Conn,
+    principal: Principal,
+    *,
+    query: str,
+    embedding: Vector,
+    model: str,
+    scopes: Sequence[Scope],
+    kinds: Sequence[Kind] | None,
+    categories: Sequence[str] | None,
+    weights: Weights,
+    limit: int,
+    occurred: TimeRange = TimeRange(),
+) -> list[tuple[Memory, float, dict[str, float]]]:
+    """Rank the principal's live memories of `model` against `query`; best first.
+
+    The caller's own (user-scope) memories are all scored, so their top `limit` is exact. Shared
+    project-scope memories can be many: the `PROJECT_POOL` nearest by vector and the
+    `PROJECT_POOL` best by full text join the pool. By vector, a filter that keeps at most
+    `EXACT_SCAN_ROWS` shared rows scores them all (exact); otherwise the dimension's HNSW index
+    answers, with an iterative scan so filters never starve it (see `ensure_ann_index`). Below
+    `PROJECT_POOL` matching rows that is every row, so small projects are exact too. The lexical
+    query ORs the stemmed words of `query`; its rank is normalised by the best match in the pool.
+    """
+    filters = [LIVE, "m.embedding_model = %(model)s"]
+    params: dict[str, Any] = {
+        **visibility(principal, scopes),
+        "query": query,
+        "embedding": embedding,
+        "model": model,
+        "limit": limit,
+        "pool": PROJECT_POOL,
+        "w_vector": weights.vector,
+        "w_lexical": weights.lexical,
+        "w_recency": weights.recency,
+        "w_pinned": weights.pinned,
+        "half_life": weights.recency_half_life_days,
+    }
+    # the same filters written so that no index serves them and the planner assumes they keep
+    # half the rows: the HNSW route must not be turned by its estimate (one for any category)
+    # into a sort of every match
+    opaque = list(filters)
+    if kinds:
+        filters.append("m.kind = any(%(kinds)s)")
+        opaque.append("coalesce(m.kind = any(%(kinds)s), false)")
+        params["kinds"] = [k.value for k in kinds]
+    if categories:
+        filters.append("m.category = any(%(categories)s)")
+        opaque.append("coalesce(m.category = any(%(categories)s), false)")
+        params["categories"] = list(categories)
+    in_range("occurred_at", occurred, filters, params)
+    in_range("occurred_at", occurred, opaque, params)
+    where = " and ".join(f"({c})" for c in filters)
+    where_opaque = " and ".join(f"({c})" for c in opaque)
+    if kinds or categories:
+        params["exact_rows"] = EXACT_SCAN_ROWS
+        counted = f"""
+        filtered as (
+            select count(*) as n from (
+                select from memories m where 'project' = any(%(scopes)s) and {SHARED}
+                  and {where} limit %(exact_rows)s + 1) f
+        ),"""
+        few = "((select n from filtered) <= %(exact_rows)s)"
+    else:
+        counted = ""
+        # unfiltered, the HNSW route is the faster from a few hundred rows on, and exact below
+        # PROJECT_POOL rows anyway (it returns every row)
+        few = "false"
+    # the dimension is spelt out (an int, not user input) so the planner can match the
+    # expression index of `ensure_ann_index` even in a generic plan
+    dims = int(embedding.shape[0])
+    sql = f"""
+        with q as (select {TSQUERY} as tsq),{counted}
+        pool as (
+            -- whole rows, not ids joined back to memories: on fresh statistics the planner
+            -- would nest that join (pool x rows), quadratic in the caller's memories
+            select m.* from memories m
+            where 'user' = any(%(scopes)s) and {OWN} and {where}
+            union all
+            -- shared rows by vector, one route of two by how many rows the filters keep (the
+            -- planner cannot know: it picks one plan for every category); the count is an
+            -- init plan, so only the chosen route runs. Few: score them all (exact). Many: the
+            -- HNSW index, whose iterative scan skips rows the filters reject.
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and {SHARED} and {where}
+               and {few} and vector_dims(m.embedding) = {dims}
+             order by m.embedding <=> %(embedding)s
+             limit %(pool)s)
+            union all
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and {SHARED} and {where_opaque}
+               and not {few} and vector_dims(m.embedding) = {dims}
+             order by (m.embedding::vector({dims})) <=> %(embedding)s
+             limit %(pool)s)
+            union all
+            -- by full text, through the GIN index of shared rows: the query spelt out (not
+            -- q.tsq) so the planner sees it, and the owner written so that no B-tree serves it
+            -- (the planner underestimates a shared scope and would test every row of it)
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and m.scope = 'project'
+               and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
+               and {where} and m.fts @@ {TSQUERY}
+             order by ts_rank_cd(m.fts, {TSQUERY}) desc
+             limit %(pool)s)
+        ),
+        candidates as (
+            -- a shared memory may come in by both routes: once each
+            select distinct on (m.id) {MEMORY_COLUMNS},
+                greatest(0, 1 - (m.embedding <=> %(embedding)s)) as vector_signal,
+                case when m.fts @@ q.tsq then ts_rank_cd(m.fts, q.tsq) else 0 end as lexical_raw,
+                power(0.5, extract(epoch from (now() - m.updated_at)) / 86400.0
+                           / %(half_life)s) as recency_signal,
+                case when m.pinned then 1.0 else 0.0 end as pinned_signal
+            from pool m, q
+            order by m.id
+        ),
+        signals as (
+            select c.*,
+                coalesce(c.lexical_raw / nullif(max(c.lexical_raw) over (), 0), 0)
+                    as lexical_signal
+            from candidates c
+        )
+        select s.*,
+            %(w_vector)s * s.vector_signal + %(w_lexical)s * s.lexical_signal
+            + %(w_recency)s * s.recency_signal + %(w_pinned)s * s.pinned_signal as score
+        from signals s
+        order by score desc, s.created_at desc, s.id desc
+        limit %(limit)s
+    """
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        rows = await cur.fetchall()
+    return [
+        (
+            memory_from_row(r),
+            float(r["score"]),
+            {
+                "vector": float(r["vector_signal"]),
+                "lexical": float(r["lexical_signal"]),
+                "recency": float(r["recency_signal"]),
+                "pinned": float(r["pinned_signal"]),
+            },
+        )
+        for r in rows
+    ]
