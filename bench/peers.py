@@ -215,7 +215,7 @@ async def main() -> int:
 
         # memql import of the same memories, into a second project (what `memql import` runs)
         settings = Settings(database_url=url)
-        embedder = await create_embedder(settings)
+        embedder = await create_embedder(settings.embedder_config)
         try:
             async with await psycopg.AsyncConnection.connect(url) as conn:
                 buffer = io.StringIO()

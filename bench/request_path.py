@@ -78,7 +78,7 @@ async def main() -> int:
             conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
         )
     settings = Settings(database_url=url)
-    embedder = await create_embedder(settings)
+    embedder = await create_embedder(settings.embedder_config)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -19,14 +19,13 @@ import pytest
 import uvicorn
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
-from memql.access.jwt import JwtConfig
 from memql.app import create_app
 from memql.db import tenants
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
 from memql.embeddings import Embedder
 from memql.embeddings.local import LocalEmbedder
-from memql.model import Consumer
+from memql.model import Consumer, JwtConfig
 from memql.settings import Settings
 
 pytest_plugins = ["tests.browser", "tests.npm"]

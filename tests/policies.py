@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from memql.access.policy import NO_MEMORY, AccessRequest, PolicyResult, parse_grant
-from memql.model import Access, Grant
+from memql.access.policy import NO_MEMORY, AccessRequest, PolicyResult
+from memql.model import Access, Grant, parse_grant
 
 # users whose grant a test has withdrawn; the policy answers NO_MEMORY for them from then on
 WITHDRAWN: set[str] = set()

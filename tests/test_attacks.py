@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from memql.access.jwt import JwtConfig
 from memql.db import tenants
+from memql.model import JwtConfig
 from tests.conftest import GraphQLClient, make_tenant
 from tests.operations import ERASE, GET, HISTORY, LIST, RESTORE, RETIRE, SAVE, SUPERSEDE
 from tests.test_access import make_token, snapshot

@@ -43,7 +43,7 @@ async def provider(
         yield embedder
         return
     async with embedding_server(embedder, Behaviour(api_key=API_KEY)) as (base, _):
-        remote = await create_embedder(remote_settings(request.param, base))
+        remote = await create_embedder(remote_settings(request.param, base).embedder_config)
         try:
             yield remote
         finally:
@@ -119,7 +119,7 @@ async def test_a_stalled_request_times_out_and_the_retry_succeeds(embedder, kind
 @REMOTE
 async def test_an_overloaded_server_is_retried_with_backoff(embedder, kind):
     async with embedding_server(embedder, Behaviour(api_key=API_KEY, fail=2)) as (base, seen):
-        remote = await create_embedder(remote_settings(kind, base))
+        remote = await create_embedder(remote_settings(kind, base).embedder_config)
         try:
             assert remote.dimensions == 384
         finally:
@@ -156,7 +156,9 @@ async def test_a_wrong_api_key_fails_at_once_with_the_servers_answer(embedder):
 async def test_a_configured_dimension_the_server_does_not_give_refuses_to_start(embedder, kind):
     async with embedding_server(embedder, Behaviour(api_key=API_KEY)) as (base, _):
         with pytest.raises(ConfigurationError, match="384 dimensions, but 512"):
-            await create_embedder(remote_settings(kind, base, embeddings_dimensions=512))
+            await create_embedder(
+                remote_settings(kind, base, embeddings_dimensions=512).embedder_config
+            )
 
 
 async def test_an_unreachable_embedder_refuses_to_start_with_its_address():
@@ -167,7 +169,7 @@ async def test_an_unreachable_embedder_refuses_to_start_with_its_address():
                 embeddings_url="http://127.0.0.1:9",
                 embeddings_model="m",
                 embeddings_timeout=0.5,
-            )
+            ).embedder_config
         )
 
 

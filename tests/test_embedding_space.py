@@ -164,7 +164,7 @@ async def test_a_killed_reembed_resumes_and_recall_then_works_in_the_new_space(
 
             # a server with the new embedder starts and recalls in the new space
             new = tei_settings(fresh_url, base)
-            remote = await create_embedder(new)
+            remote = await create_embedder(new.embedder_config)
             try:
                 async with (
                     running_server(new, remote) as base_new,

@@ -17,9 +17,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from memql.access.jwt import JwksKeys, JwtConfig, JwtVerifier
+from memql.access.jwt import JwksKeys, JwtVerifier
 from memql.db import tenants
 from memql.errors import Unauthenticated
+from memql.model import JwtConfig
 from tests.conftest import GraphQLClient, make_tenant
 
 

@@ -138,7 +138,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             stack.push_async_callback(pool.close)
             active = embedder
             if active is None:
-                active = await create_embedder(settings)
+                active = await create_embedder(settings.embedder_config)
                 stack.push_async_callback(active.close)
             await check_embedding_space(url, active)
             await prepare_ann_index(url, active)

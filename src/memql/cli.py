@@ -15,15 +15,14 @@ import psycopg
 
 from memql import transfer
 from memql.access.credentials import display_prefix, generate_key, hash_key
-from memql.access.jwt import JwtConfig
 from memql.db import tenants
 from memql.db import webhooks as db_webhooks
 from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
 from memql.db.pool import system_connection
 from memql.embeddings import create_embedder
-from memql.errors import ConfigurationError, MemqlError, NotFound
-from memql.model import Consumer, Project, Webhook
+from memql.errors import BadInput, ConfigurationError, MemqlError, NotFound
+from memql.model import Consumer, JwtConfig, Project, Webhook
 from memql.settings import Settings
 
 
@@ -163,7 +162,7 @@ async def _reembed(settings: Settings, batch_size: int, *, progress: bool) -> in
         print("memql: --batch-size must be at least 1", file=sys.stderr)
         return 2
     url = await _migrated(settings)
-    embedder = await create_embedder(settings)
+    embedder = await create_embedder(settings.embedder_config)
     try:
         result = await reembed(url, embedder, batch_size=batch_size, progress=progress)
     finally:
@@ -311,7 +310,7 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
                 count = await transfer.export(conn, project.id, out)
             print(f"exported {count} memory versions of {project.name}", file=sys.stderr)
             return 0
-        embedder = await create_embedder(settings)
+        embedder = await create_embedder(settings.embedder_config)
         try:
             with (
                 open(args.input, encoding="utf-8")
@@ -341,6 +340,8 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
     async def work(conn: psycopg.AsyncConnection) -> int:
         if args.command == "projects" and args.action == "create":
             project = await tenants.create_project(conn, args.name)
+            if project is None:
+                raise BadInput(f"a project named {args.name!r} exists already")
             print(f"created project {project.name} ({project.id})")
             return 0
         if args.command == "projects" and args.action in ("enable", "disable"):

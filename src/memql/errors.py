@@ -1,16 +1,19 @@
-"""The small exception tree of memql. Each class maps to one GraphQL ``extensions.code``."""
+"""The small exception tree of memql. Each class maps to one GraphQL ``extensions.code``; each
+transport decides how it answers one (HTTP statuses: `http_errors.status_for`)."""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from typing import Any
+
+_log = logging.getLogger("memql.errors")
 
 
 class MemqlError(Exception):
     """An expected failure, shown to the caller with its code and message."""
 
     code = "INTERNAL_SERVER_ERROR"
-    #: set where the whole HTTP request is refused with this status, revealing nothing more
-    http_status: int | None = None
 
     def __init__(self, message: str, **extensions: Any) -> None:
         super().__init__(message)
@@ -39,19 +42,17 @@ class Conflict(MemqlError):
 
 
 class NotEntitled(MemqlError):
-    """The project has no memory (unknown, or its entitlement is inactive). Shown as HTTP 404,
-    revealing nothing about memory."""
+    """The project has no memory (unknown, or its entitlement is inactive): nothing about
+    memory is revealed."""
 
     code = "NOT_FOUND"
-    http_status = 404
 
 
 class ServiceUnavailable(MemqlError):
     """The database cannot be reached (or gave no connection within the pool's wait): the
-    request is answered at once with HTTP 503, to be retried later."""
+    request is answered at once, to be retried later."""
 
     code = "SERVICE_UNAVAILABLE"
-    http_status = 503
 
 
 class CredentialsUnavailable(ServiceUnavailable):
@@ -67,3 +68,26 @@ class SubscriberBehind(MemqlError):
     set to the last cursor it received."""
 
     code = "SUBSCRIBER_BEHIND"
+
+
+class Unexpected(MemqlError):
+    """A failure the caller was not meant to see, masked (see `mask`)."""
+
+    code = "INTERNAL_SERVER_ERROR"
+
+
+def mask(
+    cause: BaseException | None,
+    what: str,
+    *,
+    log: logging.Logger = _log,
+    message: str = "Internal server error (error id {error_id})",
+    error: type[MemqlError] = Unexpected,
+    traceback: bool = True,
+) -> MemqlError:
+    """What the caller is told of an unexpected failure: `message` with a fresh error id and
+    nothing of the cause. The cause is logged under the same id (`what`, then the id), with its
+    traceback unless `traceback` is off, so the id a caller quotes finds it."""
+    error_id = uuid.uuid4().hex[:12]
+    log.error("%s (error id %s)", what, error_id, exc_info=cause if traceback else None)
+    return error(message.format(error_id=error_id), errorId=error_id)

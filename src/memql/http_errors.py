@@ -4,7 +4,6 @@ reads `errors[].extensions.code` understands a 404 or a 503 as well as a field e
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -12,6 +11,8 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+
+from memql.errors import MemqlError, NotEntitled, ServiceUnavailable, mask
 
 log = logging.getLogger("memql.errors")
 
@@ -30,6 +31,17 @@ CODES = {
     500: "INTERNAL_SERVER_ERROR",
     503: "SERVICE_UNAVAILABLE",
 }
+
+
+def status_for(error: MemqlError) -> int | None:
+    """The status of an HTTP request refused as a whole for `error`, where one is: a project
+    without memory is a 404 that reveals nothing more; a database that is away, a 503 to be
+    retried."""
+    if isinstance(error, NotEntitled):
+        return 404
+    if isinstance(error, ServiceUnavailable):
+        return 503
+    return None
 
 
 def code_for(status: int) -> str:
@@ -66,6 +78,5 @@ async def http_exception(request: Request, exc: Exception) -> Response:
 
 async def unexpected(request: Request, exc: Exception) -> Response:
     """Anything unhandled: masked, and logged with an id the caller can quote."""
-    error_id = uuid.uuid4().hex[:12]
-    log.error("unexpected error %s on %s", error_id, request.url.path, exc_info=exc)
-    return error_response(500, f"Internal server error (error id {error_id})", errorId=error_id)
+    masked = mask(exc, f"unexpected error on {request.url.path}", log=log)
+    return error_response(500, masked.message, **masked.extensions)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from time import perf_counter
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
-from strawberry.extensions import SchemaExtension
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -57,20 +55,6 @@ REGISTRY.register(_pool_collector)
 
 def watch_pool(pool: AsyncConnectionPool | None) -> None:
     _pool_collector.pool = pool
-
-
-class OperationMetrics(SchemaExtension):
-    def on_operation(self) -> Iterator[None]:
-        start = perf_counter()
-        yield
-        ctx = self.execution_context
-        try:
-            operation = ctx.operation_type.value
-        except (RuntimeError, AttributeError):
-            operation = "invalid"
-        result = ctx.result
-        OPERATIONS.labels(operation, "error" if result and result.errors else "ok").inc()
-        OPERATION_SECONDS.labels(operation).observe(perf_counter() - start)
 
 
 # realtime

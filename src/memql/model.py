@@ -59,6 +59,52 @@ class Grant:
         return tuple(s for s in Scope if self.for_scope(s).can_read)
 
 
+def parse_access(value: str) -> Access:
+    try:
+        return Access(value.strip().lower())
+    except ValueError:
+        raise ValueError(f"{value!r} is not one of none, read, read-write") from None
+
+
+def parse_grant(text: str) -> Grant:
+    """`user=read-write,project=read` -> Grant. Both scopes must be named."""
+    parts: dict[str, Access] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in ("user", "project") or name in parts:
+            raise ValueError(f"{text!r} is not of the form user=<access>,project=<access>")
+        parts[name] = parse_access(value)
+    if set(parts) != {"user", "project"}:
+        raise ValueError(f"{text!r} must name both user and project")
+    return Grant(user=parts["user"], project=parts["project"])
+
+
+@dataclass(frozen=True)
+class JwtConfig:
+    """The browser tokens a project trusts: one issuer, with an HS256 secret or a JWKS URL,
+    and one audience."""
+
+    issuer: str
+    audience: str
+    hs256_secret: str | None
+    jwks_url: str | None
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    """Which embedder turns text into vectors: `local` (the packaged model) or a remote
+    provider (`openai`, `tei`) serving `model` at `url`."""
+
+    provider: str = "local"
+    model: str | None = None
+    url: str | None = None
+    dimensions: int | None = None
+    api_key: str | None = None
+    # seconds before one request to a remote embedder is abandoned (and retried)
+    timeout: float = 10.0
+
+
 @dataclass(frozen=True)
 class Principal:
     """Who is asking: the per-request context every service call works from."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import platformdirs
 
 from memql.errors import ConfigurationError
-from memql.model import Access, Grant, Weights
+from memql.model import Access, EmbedderConfig, Grant, Weights, parse_grant
 
 DEFAULT_CLIENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ)
 DEFAULT_AGENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
@@ -164,6 +164,17 @@ class Settings:
         s.validate()
         return s
 
+    @property
+    def embedder_config(self) -> EmbedderConfig:
+        return EmbedderConfig(
+            provider=self.embedder,
+            model=self.embeddings_model,
+            url=self.embeddings_url,
+            dimensions=self.embeddings_dimensions,
+            api_key=self.embeddings_api_key,
+            timeout=self.embeddings_timeout,
+        )
+
     def validate(self) -> None:
         if self.batch_max > BATCH_MAX_LIMIT:
             raise ConfigurationError(
@@ -277,8 +288,6 @@ def _number(name: str, raw: str, maximum: float, unit: str = "") -> float:
 
 
 def _grant(name: str, raw: str) -> Grant:
-    from memql.access.policy import parse_grant
-
     try:
         return parse_grant(raw)
     except ValueError as exc:

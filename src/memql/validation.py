@@ -7,6 +7,7 @@ import inspect
 import json
 import math
 import re
+import uuid
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
 from datetime import UTC, datetime
@@ -132,6 +133,14 @@ def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> N
         expires_at=expires_at(raw.expires_at, now),
         occurred_at=instant(raw.occurred_at),
     )
+
+
+def parse_id(value: str, *, argument: str = "id", what: str = "memory id") -> uuid.UUID:
+    """An id argument as a UUID; BadInput naming the argument when it is not one."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise BadInput(f"`{argument}` is not a {what} (a UUID)", argument=argument) from None
 
 
 def bounded(value: int | None, default: int, maximum: int, *, field: str) -> int:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from memql import metrics
 from memql.access.cache import CredentialCache
@@ -28,16 +26,15 @@ from memql.access.identity import (
 )
 from memql.access.jwt import (
     INVALID_TOKEN,
-    JwtConfig,
     JwtVerifier,
     looks_like_jwt,
     unverified_issuer,
 )
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
 from memql.db import tenants
-from memql.db.pool import Conn
-from memql.errors import CredentialsUnavailable, MemqlError, NotEntitled, Unauthenticated
-from memql.model import Consumer, Principal, Project
+from memql.db.session import Sessions
+from memql.errors import MemqlError, NotEntitled, Unauthenticated
+from memql.model import Consumer, JwtConfig, Principal, Project
 from memql.settings import Settings
 
 log = logging.getLogger("memql.access")
@@ -53,7 +50,7 @@ def policy_from(settings: Settings) -> Policy:
 
 class Authenticator:
     def __init__(self, pool: AsyncConnectionPool, policy: Policy) -> None:
-        self._pool = pool
+        self._sessions = Sessions(pool)
         self._policy = policy
         self._jwt = JwtVerifier()
         # resolved credentials; kept only while `cache.listen` runs (see access/cache.py),
@@ -155,32 +152,16 @@ class Authenticator:
             return exc
         return replace(resolved, user_id=user_id, grant=grant)
 
-    @asynccontextmanager
-    async def _lookup(self) -> AsyncIterator[Conn]:
-        """A connection to resolve credentials with, each statement its own transaction (no
-        BEGIN and COMMIT round trips); a database that cannot answer (within the pool's wait,
-        MEMQL_POOL_TIMEOUT_SECONDS) denies."""
-        try:
-            async with self._pool.connection() as conn:
-                await conn.set_autocommit(True)
-                try:
-                    yield conn
-                finally:
-                    await conn.set_autocommit(False)
-        except (psycopg.Error, PoolTimeout) as exc:
-            log.warning("could not resolve credentials: %s", exc)
-            raise CredentialsUnavailable("credentials cannot be checked right now") from None
-
     async def _from_key(self, token: str) -> tuple[Project, Consumer, uuid.UUID]:
         key_hash = hash_key(token)
 
         async def resolve() -> tenants.KeyOwner | None:
-            async with self._lookup() as conn:
+            async with self._sessions.lookup() as conn:
                 return await tenants.find_api_key(conn, key_hash)
 
         async def holds(owner: tenants.KeyOwner | tuple[Project, JwtConfig]) -> bool:
             assert isinstance(owner, tenants.KeyOwner)
-            async with self._lookup() as conn:
+            async with self._sessions.lookup() as conn:
                 return await tenants.key_holds(conn, owner.key_id, owner.project.id)
 
         owner = await self.cache.get(("key", key_hash), resolve, holds)
@@ -192,12 +173,12 @@ class Authenticator:
         issuer = unverified_issuer(token)
 
         async def resolve() -> tuple[Project, JwtConfig] | None:
-            async with self._lookup() as conn:
+            async with self._sessions.lookup() as conn:
                 return await tenants.find_jwt_project(conn, issuer)
 
         async def holds(found: tenants.KeyOwner | tuple[Project, JwtConfig]) -> bool:
             assert isinstance(found, tuple)
-            async with self._lookup() as conn:
+            async with self._sessions.lookup() as conn:
                 return await tenants.jwt_trust_holds(conn, found[0].id, found[1])
 
         found = await self.cache.get(("jwt", issuer), resolve, holds)

@@ -12,11 +12,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import jwt
 
 from memql.errors import Unauthenticated
+from memql.model import JwtConfig
 
 SECRET_ALGORITHMS = ["HS256"]
 JWKS_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"]
@@ -30,14 +30,6 @@ JWKS_REFETCH_SECONDS = 30.0
 INVALID_TOKEN = "the token is not valid"
 
 log = logging.getLogger("memql.access")
-
-
-@dataclass(frozen=True)
-class JwtConfig:
-    issuer: str
-    audience: str
-    hs256_secret: str | None
-    jwks_url: str | None
 
 
 def looks_like_jwt(token: str) -> bool:

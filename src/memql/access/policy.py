@@ -12,13 +12,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from memql.errors import ConfigurationError, MemqlError
-from memql.model import Access, Consumer, Grant
+from memql.errors import ConfigurationError, MemqlError, mask
+from memql.model import Access, Consumer, Grant, parse_access
 
 log = logging.getLogger("memql.access")
 
@@ -57,27 +56,6 @@ Policy = Callable[[AccessRequest], PolicyResult | Awaitable[PolicyResult]]
 
 class BrokenPolicy(MemqlError):
     code = "INTERNAL_SERVER_ERROR"
-
-
-def parse_access(value: str) -> Access:
-    try:
-        return Access(value.strip().lower())
-    except ValueError:
-        raise ValueError(f"{value!r} is not one of none, read, read-write") from None
-
-
-def parse_grant(text: str) -> Grant:
-    """`user=read-write,project=read` -> Grant. Both scopes must be named."""
-    parts: dict[str, Access] = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        name = name.strip().lower()
-        if not sep or name not in ("user", "project") or name in parts:
-            raise ValueError(f"{text!r} is not of the form user=<access>,project=<access>")
-        parts[name] = parse_access(value)
-    if set(parts) != {"user", "project"}:
-        raise ValueError(f"{text!r} must name both user and project")
-    return Grant(user=parts["user"], project=parts["project"])
 
 
 def coerce_grant(value: object) -> Grant:
@@ -135,17 +113,13 @@ async def decide(policy: Policy, request: AccessRequest) -> Grant:
             answer = await answer
         return coerce_grant(answer)
     except Exception as exc:
-        error_id = uuid.uuid4().hex[:12]
-        log.error(
-            "access policy is broken (error id %s) for user %r, consumer %s, project %s: %s",
-            error_id,
-            request.user_id,
-            request.consumer,
-            request.project,
+        raise mask(
             exc,
-            exc_info=not isinstance(exc, ValueError),
-        )
-        raise BrokenPolicy(
-            f"the access policy failed (error id {error_id}); no memory is served",
-            errorId=error_id,
+            f"access policy is broken for user {request.user_id!r}, consumer"
+            f" {request.consumer}, project {request.project}: {exc}",
+            log=log,
+            message="the access policy failed (error id {error_id}); no memory is served",
+            error=BrokenPolicy,
+            # a wrong answer is told by its message; a failure needs its traceback
+            traceback=not isinstance(exc, ValueError),
         ) from None

@@ -5,7 +5,8 @@ callers that filter by project themselves).
 The database's own failures are translated here, where connections are taken, into the domain's
 errors: no connection within the pool's wait or a connection lost is `ServiceUnavailable`, a
 key held by another live memory is `Conflict`, a credential that no longer holds is
-`Unauthenticated`. Nothing above this module catches psycopg's errors.
+`Unauthenticated`; credentials that cannot be looked up are `CredentialsUnavailable`. Nothing
+above this module catches psycopg's errors.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memql.db.pool import SYSTEM_ROLE, Conn
-from memql.errors import Conflict, ServiceUnavailable, Unauthenticated
+from memql.errors import Conflict, CredentialsUnavailable, ServiceUnavailable, Unauthenticated
 from memql.model import Principal
 
 DATABASE_AWAY = "the memory store cannot be reached right now; try again shortly"
@@ -95,6 +96,23 @@ class Sessions:
                 raise
             log.warning("the database connection was lost: %s", exc)
             raise ServiceUnavailable(DATABASE_AWAY) from None
+
+    @asynccontextmanager
+    async def lookup(self) -> AsyncIterator[Conn]:
+        """A connection to resolve credentials with, before any principal exists, each
+        statement its own transaction (no BEGIN and COMMIT round trips). A database that cannot
+        answer (within the pool's wait, MEMQL_POOL_TIMEOUT_SECONDS) is CredentialsUnavailable:
+        the request is denied."""
+        try:
+            async with self._pool.connection() as conn:
+                await conn.set_autocommit(True)
+                try:
+                    yield conn
+                finally:
+                    await conn.set_autocommit(False)
+        except (psycopg.Error, PoolTimeout) as exc:
+            log.warning("could not resolve credentials: %s", exc)
+            raise CredentialsUnavailable("credentials cannot be checked right now") from None
 
     @asynccontextmanager
     async def system(self) -> AsyncIterator[Conn]:

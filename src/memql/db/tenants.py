@@ -11,17 +11,16 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from memql.access.jwt import JwtConfig
 from memql.db.pool import Conn
-from memql.errors import BadInput
-from memql.model import ApiKey, Consumer, Project
+from memql.model import ApiKey, Consumer, JwtConfig, Project
 
 
 def _project(row: dict[str, Any]) -> Project:
     return Project(row["id"], row["name"], row["memory_enabled"], row["created_at"])
 
 
-async def create_project(conn: Conn, name: str) -> Project:
+async def create_project(conn: Conn, name: str) -> Project | None:
+    """The new project; None when the name is taken."""
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             "insert into projects (name) values (%s) on conflict (name) do nothing"
@@ -29,9 +28,7 @@ async def create_project(conn: Conn, name: str) -> Project:
             (name,),
         )
         row = await cur.fetchone()
-    if row is None:
-        raise BadInput(f"a project named {name!r} exists already")
-    return _project(row)
+    return _project(row) if row is not None else None
 
 
 async def list_projects(conn: Conn) -> list[Project]:

@@ -4,36 +4,34 @@ from __future__ import annotations
 
 from memql.embeddings.base import Embedder, Vector
 from memql.errors import ConfigurationError
-from memql.settings import Settings
+from memql.model import EmbedderConfig
 
 __all__ = ["Embedder", "Vector", "create_embedder"]
 
 
-async def create_embedder(settings: Settings) -> Embedder:
-    if settings.embedder == "local":
+async def create_embedder(config: EmbedderConfig) -> Embedder:
+    if config.provider == "local":
         from memql.embeddings.local import LocalEmbedder
 
-        return await LocalEmbedder.load(settings.embeddings_model)
-    if settings.embedder in ("openai", "tei"):
+        return await LocalEmbedder.load(config.model)
+    if config.provider in ("openai", "tei"):
         from memql.embeddings.openai import OpenAIEmbedder
         from memql.embeddings.remote import RemoteEmbedder
         from memql.embeddings.tei import TEIEmbedder
 
-        if not settings.embeddings_url or not settings.embeddings_model:
+        if not config.url or not config.model:
             raise ConfigurationError(
-                f"MEMQL_EMBEDDER={settings.embedder} needs MEMQL_EMBEDDINGS_URL and"
+                f"MEMQL_EMBEDDER={config.provider} needs MEMQL_EMBEDDINGS_URL and"
                 " MEMQL_EMBEDDINGS_MODEL"
             )
-        cls: type[RemoteEmbedder] = OpenAIEmbedder if settings.embedder == "openai" else TEIEmbedder
+        cls: type[RemoteEmbedder] = OpenAIEmbedder if config.provider == "openai" else TEIEmbedder
         remote = cls(
-            settings.embeddings_url,
-            settings.embeddings_model,
-            dimensions=settings.embeddings_dimensions,
-            api_key=settings.embeddings_api_key,
-            timeout=settings.embeddings_timeout,
+            config.url,
+            config.model,
+            dimensions=config.dimensions,
+            api_key=config.api_key,
+            timeout=config.timeout,
         )
         await remote.start()
         return remote
-    raise ConfigurationError(
-        f"MEMQL_EMBEDDER={settings.embedder!r} is not one of local, openai, tei"
-    )
+    raise ConfigurationError(f"MEMQL_EMBEDDER={config.provider!r} is not one of local, openai, tei")

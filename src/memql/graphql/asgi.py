@@ -244,7 +244,7 @@ class GraphQLApp(GraphQL[Context, None]):
             for e in response_data.get("errors") or []
         ):
             # the database is away: the whole answer is a 503, to be retried
-            sub_response.status_code = ServiceUnavailable.http_status
+            sub_response.status_code = HTTPStatus.SERVICE_UNAVAILABLE
         if not getattr(sub_response, "graphql_response_json", False) or not isinstance(
             response_data, Mapping
         ):

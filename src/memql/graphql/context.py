@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
 from memql.access.authenticate import Authenticator
-from memql.errors import BadInput, MemqlError
+from memql.errors import MemqlError
 from memql.model import Principal
 from memql.service import MemoryService
 
@@ -53,10 +52,3 @@ class Context:
 
 
 Info = StrawberryInfo[Context, None]
-
-
-def parse_id(value: str, *, argument: str = "id", what: str = "memory id") -> uuid.UUID:
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise BadInput(f"`{argument}` is not a {what} (a UUID)", argument=argument) from None

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-import uuid
 
 from graphql import GraphQLError
 
-from memql.errors import MemqlError
+from memql.errors import MemqlError, mask
 
 log = logging.getLogger("memql.errors")
 
@@ -26,8 +25,7 @@ def classify(error: GraphQLError) -> None:
         # fields), variable coercion (unknown enum values, malformed scalars)
         error.extensions = {"code": "BAD_USER_INPUT", **(error.extensions or {})}
     else:
-        error_id = uuid.uuid4().hex[:12]
-        log.error("unexpected error %s at %s", error_id, error.path, exc_info=original)
-        error.message = f"Internal server error (error id {error_id})"
+        masked = mask(original, f"unexpected error at {error.path}", log=log)
+        error.message = masked.message
         error.original_error = None
-        error.extensions = {"code": "INTERNAL_SERVER_ERROR", "errorId": error_id}
+        error.extensions = {"code": masked.code, **masked.extensions}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from memql.graphql.context import Info, parse_id
+from memql.graphql.context import Info
 from memql.graphql.inputs import SaveMemoryInput
 from memql.graphql.types import (
     AddWebhookPayload,
@@ -17,6 +17,7 @@ from memql.graphql.types import (
     SupersedeMemoryPayload,
     Webhook,
 )
+from memql.validation import parse_id
 
 
 @strawberry.type

@@ -8,7 +8,7 @@ from typing import Annotated, Any, cast
 import strawberry
 from strawberry.scalars import JSON
 
-from memql.graphql.context import Info, parse_id
+from memql.graphql.context import Info
 from memql.graphql.types import (
     Grant,
     IdArg,
@@ -23,6 +23,7 @@ from memql.graphql.types import (
     Viewer,
     Webhook,
 )
+from memql.validation import parse_id
 
 OccurredAfter = Annotated[
     datetime | None,

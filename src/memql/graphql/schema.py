@@ -22,11 +22,11 @@ from strawberry.schema.config import StrawberryConfig
 from memql.graphql.asgi import AuthoriseEachOperation
 from memql.graphql.errors import classify
 from memql.graphql.mutation import Mutation
+from memql.graphql.operation_metrics import OperationMetrics
 from memql.graphql.query import Query
 from memql.graphql.rendering import RenderOnce
 from memql.graphql.subscription import Subscription
 from memql.graphql.write_budget import WriteBudget
-from memql.metrics import OperationMetrics
 from memql.settings import Limits
 
 MAX_DEPTH = 10

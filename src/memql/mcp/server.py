@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -32,8 +31,15 @@ from starlette.types import Receive, Scope, Send
 
 from memql import metrics
 from memql.access.identity import http_headers
-from memql.errors import BadInput, Forbidden, MemqlError, ServiceUnavailable, Unauthenticated
-from memql.http_errors import error_response
+from memql.errors import (
+    BadInput,
+    Forbidden,
+    MemqlError,
+    ServiceUnavailable,
+    Unauthenticated,
+    mask,
+)
+from memql.http_errors import error_response, status_for
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
 from memql.model import Principal
@@ -207,19 +213,8 @@ class McpEndpoint:
             body = await spec.call(service, principal, args)
         except MemqlError as exc:
             return _error(exc)
-        except Exception:
-            error_id = uuid.uuid4().hex[:12]
-            log.exception("unexpected error %s in MCP tool %s", error_id, spec.name)
-            return _result(
-                {
-                    "error": {
-                        "code": "INTERNAL_SERVER_ERROR",
-                        "message": f"Internal server error (error id {error_id})",
-                        "errorId": error_id,
-                    }
-                },
-                is_error=True,
-            )
+        except Exception as exc:
+            return _error(mask(exc, f"unexpected error in MCP tool {spec.name}", log=log))
         return _result(body)
 
     async def _list_prompts(
@@ -252,10 +247,11 @@ class McpEndpoint:
 
 def _refusal(exc: MemqlError) -> Response:
     """The HTTP answer to credentials that do not open /mcp."""
-    if exc.http_status is not None:
+    status = status_for(exc)
+    if status is not None:
         # not entitled (404): reveal nothing more; a database that is away (503): say so
         detail = exc.message if isinstance(exc, ServiceUnavailable) else None
-        return error_response(exc.http_status, detail)
+        return error_response(status, detail)
     if isinstance(exc, Unauthenticated):
         return error_response(
             401,

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from memql.errors import BadInput
 from memql.model import (
     Grant,
     Kind,
@@ -28,6 +27,7 @@ from memql.model import (
     Scope,
 )
 from memql.service import MemoryService
+from memql.validation import parse_id
 
 KindName = Literal["topical", "episodic", "operational"]
 ScopeName = Literal["user", "project"]
@@ -243,13 +243,8 @@ def _scope(name: str | None) -> Scope | None:
     return Scope(name) if name is not None else None
 
 
-def _memory_id(value: str | None, argument: str = "id") -> uuid.UUID | None:
-    if value is None:
-        return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise BadInput(f"`{argument}` is not a memory id (a UUID)", field=argument) from None
+def _memory_id(value: str | None) -> uuid.UUID | None:
+    return parse_id(value) if value is not None else None
 
 
 async def _recall(service: MemoryService, principal: Principal, a: RecallArgs) -> dict[str, Any]:
