@@ -60,25 +60,36 @@ class RedisProcess:
 class Instance:
     """One `memql serve` process."""
 
-    def __init__(self, database_url: str, redis_url: str, logdir: Path, name: str) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        redis_url: str | None,
+        logdir: Path,
+        name: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """`redis_url` None: the in-memory broadcast (one instance); `env` adds settings."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.name = name
         self.log = logdir / f"{name}.log"
-        env = {
+        environ = {
             **os.environ,
             "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
             "MEMQL_HOST": "127.0.0.1",
             "MEMQL_PORT": str(self.port),
             "MEMQL_GRAPHIQL": "false",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
+            **({"REDIS_URL": redis_url} if redis_url else {}),
+            **(env or {}),
         }
+        if not redis_url:
+            environ.pop("REDIS_URL", None)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "memql.cli", "serve"],
-                env=env,
+                env=environ,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )

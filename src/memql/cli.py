@@ -317,7 +317,9 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
                 if args.input != "-"
                 else nullcontext(sys.stdin) as source
             ):
-                imported, skipped = await transfer.import_(conn, project.id, source, embedder)
+                imported, skipped = await transfer.import_(
+                    conn, project.id, source, embedder, settings.limits
+                )
         finally:
             await embedder.close()
         print(

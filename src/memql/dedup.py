@@ -22,7 +22,11 @@ import re
 #: similarity from which a memory of opposite polarity is reported as a near-duplicate
 CONTRADICTION_FLOOR = 0.60
 
-_LITERAL = re.compile(r"[\w.:/+-]*\d[\w.:/+-]*")
+# Every pattern here runs in time linear in the text (contents are up to 8,192 characters and
+# a batch compares each with several others): a token is found whole and then tested, never by
+# a pattern that backtracks over a run of word characters from every position within it.
+_TOKEN = re.compile(r"[\w.:/+-]+")
+_DIGIT = re.compile(r"\d")
 _CALENDAR = re.compile(
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b|"
     r"\b(january|february|march|april|may|june|july|august|september|october|november|"
@@ -36,8 +40,9 @@ _NEGATION = re.compile(
     r"dislikes?|hates?|avoids?|\w+n't)\b",
     re.IGNORECASE,
 )
+# `\b` first: a word is tried from its start only (from inside it the match could only fail)
 _COMPARISON = re.compile(
-    r"(\w+)\s+(?:over|than|instead of|rather than|before|after)\s+(\w+)", re.IGNORECASE
+    r"\b(\w+)\s+(?:over|than|instead of|rather than|before|after)\s+(\w+)", re.IGNORECASE
 )
 _OPPOSITES = (
     ("short", "long"),
@@ -71,7 +76,8 @@ def normalise(text: str) -> str:
 def literals(text: str) -> frozenset[str]:
     """Numbers, dates, versions and codes, and the weekdays, months and number words a text
     names."""
-    found = {m.strip(".:/+-").casefold() for m in _LITERAL.findall(text)}
+    # a literal is a whole token of word characters and . : / + - holding a digit
+    found = {t.strip(".:/+-").casefold() for t in _TOKEN.findall(text) if _DIGIT.search(t)}
     found |= {_calendar_word(m.group(0)) for m in _CALENDAR.finditer(text)}
     return frozenset(found)
 

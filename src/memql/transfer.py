@@ -3,6 +3,12 @@
 Vectors are not exported: they belong to one model's space, and the importing side embeds the
 content again with its configured embedder. Ids, timestamps and the version chain are kept, so
 an export imported into an empty project is the same memory store.
+
+An import is atomic: the whole file is written in one transaction. Each record is held to the
+rules the API applies to what it stores (`validation`: text and JSON nothing downstream can
+hold, the limits, the shapes of key, category, thread ids, source and user id) before its batch
+is embedded; the first record that breaks one ends the import with an error naming its line and
+field, and nothing of the file is written.
 """
 
 from __future__ import annotations
@@ -10,16 +16,24 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from typing import IO
+from dataclasses import replace
+from typing import IO, Any
 
+from memql import validation
+from memql.access.identity import canonical_user_id
 from memql.codec import memory_from_dict, memory_to_dict
 from memql.db import transfer as db_transfer
 from memql.db.pool import Conn
 from memql.embeddings import Embedder
-from memql.errors import BadInput
-from memql.model import Memory
+from memql.errors import BadInput, MemqlError
+from memql.model import Memory, Scope
+from memql.settings import Limits
 
 BATCH = 64
+# far above any record the limits allow (8,192 characters of content, 16 KiB of source, 100
+# thread ids of 256 characters)
+LINE_MAX_CHARS = 1024 * 1024
+INVALIDATION_REASONS = frozenset({"retired", "superseded", "expired"})
 
 
 def to_line(memory: Memory) -> str:
@@ -28,11 +42,68 @@ def to_line(memory: Memory) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
-def from_line(line: str, project_id: uuid.UUID, number: int) -> Memory:
+def from_line(
+    line: str, project_id: uuid.UUID, number: int, limits: Limits | None = None
+) -> Memory:
+    """The memory a line of an export holds, checked as the API checks what it stores; BadInput
+    naming the line (and the field) otherwise."""
+    if len(line) > LINE_MAX_CHARS:
+        raise BadInput(f"line {number}: longer than {LINE_MAX_CHARS} characters", line=number)
     try:
-        return memory_from_dict(json.loads(line), project_id=project_id)
-    except (KeyError, ValueError, TypeError) as exc:
+        record = json.loads(line)
+        if not isinstance(record, dict):
+            raise TypeError("a record is a JSON object")
+        memory = memory_from_dict(record, project_id=project_id)
+    except RecursionError:
+        raise BadInput(f"line {number}: not a memql export record (nested too deeply)") from None
+    except (KeyError, ValueError, TypeError) as exc:  # ValueError: JSON, or an overlong integer
         raise BadInput(f"line {number}: not a memql export record ({exc!r})") from None
+    try:
+        return storable_record(record, memory, limits or Limits())
+    except MemqlError as exc:
+        raise BadInput(f"line {number}: {exc.message}", line=number, **exc.extensions) from None
+
+
+def storable_record(record: dict[str, Any], memory: Memory, limits: Limits) -> Memory:
+    """`memory` as the API would have stored it, or BadInput naming the record's field."""
+    for name, value in record.items():
+        validation.storable(value, field=name)
+    if not isinstance(memory.source, dict | None):
+        raise BadInput("`source` must be a JSON object or null", field="source")
+    if not all(isinstance(t, str) for t in memory.source_thread_ids):
+        raise BadInput("`source_thread_ids` must be strings", field="source_thread_ids")
+    if memory.key is not None and not isinstance(memory.key, str):
+        raise BadInput("`key` must be a string or null", field="key")
+    if memory.scope is Scope.PROJECT:
+        if memory.owner_id != "":
+            raise BadInput("`owner_id` of a project memory is empty", field="owner_id")
+        owner = ""
+    else:
+        try:
+            owner = canonical_user_id(memory.owner_id)
+        except MemqlError as exc:
+            raise BadInput(f"`owner_id`: {exc.message}", field="owner_id") from None
+    if (memory.invalidated_at is None) != (memory.invalidation_reason is None):
+        raise BadInput(
+            "`invalidated_at` and `invalidation_reason` are both set or both null",
+            field="invalidation_reason",
+        )
+    if memory.invalidation_reason not in INVALIDATION_REASONS | {None}:
+        raise BadInput(
+            f"`invalidation_reason` is one of {', '.join(sorted(INVALIDATION_REASONS))}",
+            field="invalidation_reason",
+        )
+    return replace(
+        memory,
+        owner_id=owner,
+        content=validation.content(memory.content, limits),
+        key=validation.key(memory.key),
+        category=validation.category(memory.category),
+        source_thread_ids=validation.thread_ids(
+            memory.source_thread_ids, limits, field="source_thread_ids"
+        ),
+        source=validation.source(memory.source),
+    )
 
 
 async def export(conn: Conn, project_id: uuid.UUID, out: IO[str]) -> int:
@@ -43,11 +114,13 @@ async def export(conn: Conn, project_id: uuid.UUID, out: IO[str]) -> int:
     return count
 
 
-async def _batches(lines: Iterable[str], project_id: uuid.UUID) -> AsyncIterator[list[Memory]]:
+async def _batches(
+    lines: Iterable[str], project_id: uuid.UUID, limits: Limits
+) -> AsyncIterator[list[Memory]]:
     batch: list[Memory] = []
     for number, line in enumerate(lines, start=1):
         if line.strip():
-            batch.append(from_line(line, project_id, number))
+            batch.append(from_line(line, project_id, number, limits))
         if len(batch) == BATCH:
             yield batch
             batch = []
@@ -56,12 +129,17 @@ async def _batches(lines: Iterable[str], project_id: uuid.UUID) -> AsyncIterator
 
 
 async def import_(
-    conn: Conn, project_id: uuid.UUID, lines: Iterable[str], embedder: Embedder
+    conn: Conn,
+    project_id: uuid.UUID,
+    lines: Iterable[str],
+    embedder: Embedder,
+    limits: Limits | None = None,
 ) -> tuple[int, int]:
-    """Insert every record not already present, in one transaction; (imported, skipped)."""
+    """Insert every record not already present, in one transaction; (imported, skipped).
+    A record that breaks a rule raises BadInput and nothing is written."""
     imported = skipped = 0
     async with conn.transaction():
-        async for batch in _batches(lines, project_id):
+        async for batch in _batches(lines, project_id, limits or Limits()):
             vectors = await embedder.embed([m.content for m in batch])
             for memory, vector in zip(batch, vectors, strict=True):
                 if await db_transfer.insert_imported(conn, memory, vector, embedder.model):

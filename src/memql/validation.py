@@ -68,17 +68,19 @@ def category(value: str | None) -> str:
     return value
 
 
-def thread_ids(values: tuple[str, ...] | list[str], limits: Limits) -> tuple[str, ...]:
+def thread_ids(
+    values: tuple[str, ...] | list[str], limits: Limits, *, field: str = "sourceThreadIds"
+) -> tuple[str, ...]:
     cleaned = tuple(dict.fromkeys(v.strip() for v in values))
     if len(cleaned) > limits.source_thread_ids:
         raise BadInput(
-            f"`sourceThreadIds` has {len(cleaned)} ids; the limit is {limits.source_thread_ids}",
-            field="sourceThreadIds",
+            f"`{field}` has {len(cleaned)} ids; the limit is {limits.source_thread_ids}",
+            field=field,
         )
     if any(not v or len(v) > THREAD_ID_MAX for v in cleaned):
         raise BadInput(
-            f"each of `sourceThreadIds` must be 1..{THREAD_ID_MAX} characters",
-            field="sourceThreadIds",
+            f"each of `{field}` must be 1..{THREAD_ID_MAX} characters",
+            field=field,
         )
     return cleaned
 
