@@ -66,12 +66,17 @@ def build_schema(
     """The schema with memql's limits. `max_writes`: the memories one request may write,
     across all its fields and aliases; `batch_max` > 0 lets one POST carry that many
     operations (a JSON array), each run like a request of its own."""
+    # The limiters' rules are classes made by their constructors: made once here, so every
+    # request validates with the same rules and the validation cache (keyed by them) hits
+    rules = [
+        *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
+        # the depth limiter skips introspection; this bounds its cyclic fields/type chains
+        MaxIntrospectionDepthRule,
+        *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
+    ]
     extensions: list[Any] = [
         OperationMetrics,
-        lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
-        # the depth limiter skips introspection; this bounds its cyclic fields/type chains
-        lambda: AddValidationRules([MaxIntrospectionDepthRule]),
-        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
+        lambda: AddValidationRules(rules),
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: ParserCache(maxsize=256),
         lambda: ValidationCache(maxsize=256),
