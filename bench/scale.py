@@ -325,6 +325,14 @@ async def explain(url: str, model: str) -> None:
             "memoryContext (the rows, then the live count)",
             lambda: db_memories.context_memories(conn, principal, both, 500),
         )
+        for scope in (Scope.USER, Scope.PROJECT):
+            await show(
+                f"saveMemory's near-duplicate search, {scope.value} scope",
+                lambda scope=scope: db_memories.near_duplicates(
+                    conn, principal, scope, vector, model, threshold=0.75, limit=10
+                ),
+                db_memories.NEAR_DUPLICATE_SETTINGS,
+            )
 
 
 async def main() -> int:

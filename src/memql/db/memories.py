@@ -301,6 +301,15 @@ async def history(
     return await _fetch_memories(conn, sql, {"id": memory_id, **visibility(principal, scopes)})
 
 
+# what a save's transaction sets for its near-duplicate search of a shared scope (see
+# near_duplicates): an iterative scan, so the nearest rows of this project come back however
+# many rows of other projects lie nearer, within a bound
+NEAR_DUPLICATE_SETTINGS = (
+    ("hnsw.iterative_scan", "relaxed_order"),
+    ("hnsw.max_scan_tuples", "50000"),
+)
+
+
 async def near_duplicates(
     conn: Conn,
     principal: Principal,
@@ -312,15 +321,32 @@ async def near_duplicates(
     limit: int = 5,
     exclude: Sequence[uuid.UUID] = (),
 ) -> list[NearDuplicate]:
-    """Live memories of the same owner and scope whose cosine similarity is >= `threshold`."""
+    """Live memories of the same owner and scope whose cosine similarity is >= `threshold`:
+    the `limit` nearest, kept if they are that similar. A user's memories are all compared
+    (exact). A shared scope may hold any number: its nearest come from the HNSW index, whose
+    iterative scan (`NEAR_DUPLICATE_SETTINGS`, set by the caller's transaction) skips other
+    projects' rows and rejected ones; a near-duplicate is among the very nearest, which the
+    graph finds."""
+    dims = int(embedding.shape[0])
+    if scope is Scope.USER:
+        nearest = f"""
+            select m.* from memories m
+            where {OWN} and {LIVE} and m.embedding_model = %(model)s
+              and not (m.id = any(%(exclude)s))
+            order by m.embedding <=> %(embedding)s, m.created_at
+            limit %(limit)s"""
+    else:
+        nearest = f"""
+            select m.* from memories m
+            where {SHARED} and {LIVE} and m.embedding_model = %(model)s
+              and not (m.id = any(%(exclude)s)) and vector_dims(m.embedding) = {dims}
+            order by (m.embedding::vector({dims})) <=> %(embedding)s
+            limit %(limit)s"""
     sql = f"""
         select {MEMORY_COLUMNS}, 1 - (m.embedding <=> %(embedding)s) as similarity
-        from memories m
-        where {VISIBLE} and {LIVE} and m.embedding_model = %(model)s
-          and not (m.id = any(%(exclude)s))
-          and 1 - (m.embedding <=> %(embedding)s) >= %(threshold)s
+        from ({nearest}) m
+        where 1 - (m.embedding <=> %(embedding)s) >= %(threshold)s
         order by m.embedding <=> %(embedding)s, m.created_at
-        limit %(limit)s
     """
     params = {
         **visibility(principal, [scope]),
@@ -437,6 +463,9 @@ async def list_page(
 
 async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) -> int:
     """How many memories the list's filter admits, over all its pages."""
+    if flt == MemoryFilter(scopes=flt.scopes):
+        # every live memory of the scopes: the owners' counters
+        return await count_live(conn, principal, flt.scopes)
     conditions, params = _list_conditions(principal, flt)
     cur = await conn.execute(
         "select count(*) from memories m where "
@@ -459,13 +488,22 @@ async def context_memories(
 
 
 async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) -> int:
-    """Live memories in `scopes`: each owner counted on its own index (index-only)."""
+    """Live memories in `scopes`: each owner's counter (kept by the writes, 009_owner_counts.sql)
+    less its memories that have expired without being invalidated, read from the index of
+    memories with an expiry. Nothing here grows with an owner's memories."""
+    expired = "m.invalidated_at is null and m.expires_at <= now()"
     cur = await conn.execute(
         f"""
-        select (select count(*) from memories m
-                where 'user' = any(%(scopes)s) and {OWN} and {LIVE})
-             + (select count(*) from memories m
-                where 'project' = any(%(scopes)s) and {SHARED} and {LIVE})
+        select coalesce((select sum(c.live) from memory_counts c
+                         where c.project_id = %(project_id)s and (
+                             (c.scope = 'user' and c.owner_id = %(user_id)s
+                              and 'user' = any(%(scopes)s))
+                             or (c.scope = 'project' and c.owner_id = ''
+                                 and 'project' = any(%(scopes)s)))), 0)
+             - (select count(*) from memories m
+                where 'user' = any(%(scopes)s) and {OWN} and {expired})
+             - (select count(*) from memories m
+                where 'project' = any(%(scopes)s) and {SHARED} and {expired})
         """,
         visibility(principal, scopes),
     )

@@ -25,6 +25,22 @@ from memql.model import Kind, Memory, Principal, Scope, TimeRange, Weights
 PROJECT_POOL = 200
 # the query's stemmed words, ORed
 TSQUERY = "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery"
+# the query's distinct stemmed words in the order written, each a tsquery's text ('word'), at
+# most LEXICAL_WORDS of them
+WORDS = """array(
+    select w from unnest(string_to_array(plainto_tsquery('english', %(query)s)::text, ' & '))
+        with ordinality t(w, i)
+    where w <> '' group by w order by min(i) limit %(words)s)"""
+# Full text over the shared scope reads a bounded number of rows, whatever its size: the rows
+# holding two or more of the query's first LEXICAL_PAIR_WORDS words (the best matches; each pair
+# is one index search), at most LEXICAL_SEVERAL of them, and up to LEXICAL_PER_WORD rows holding
+# each of its first LEXICAL_WORDS words. A row holding one word ranks like any other holding one
+# word, so which of a common word's rows come in is arbitrary either way; a rare word's rows
+# (a name, a code) all come in. These are then ranked and the best PROJECT_POOL join the pool.
+LEXICAL_WORDS = 16
+LEXICAL_PAIR_WORDS = 8
+LEXICAL_PER_WORD = 10
+LEXICAL_SEVERAL = 500
 # a filtered project recall scores every matching shared row when there are at most this many
 # (an exact scan of a few thousand rows costs a few milliseconds, where the HNSW route would
 # walk much of the graph to find the few rows a selective filter keeps)
@@ -63,8 +79,10 @@ async def recall(
     `PROJECT_POOL` best by full text join the pool. By vector, a filter that keeps at most
     `EXACT_SCAN_ROWS` shared rows scores them all (exact); otherwise the dimension's HNSW index
     answers, with an iterative scan so filters never starve it (see `ensure_ann_index`). Below
-    `PROJECT_POOL` matching rows that is every row, so small projects are exact too. The lexical
-    query ORs the stemmed words of `query`; its rank is normalised by the best match in the pool.
+    `PROJECT_POOL` matching rows that is every row, so small projects are exact too. By full
+    text, such a filter's rows are all matched too; otherwise a bounded set of the shared rows
+    that match is ranked (see `LEXICAL_WORDS`). The lexical query ORs the stemmed words of
+    `query`; its rank is normalised by the best match in the pool.
     """
     filters = [LIVE, "m.embedding_model = %(model)s"]
     params: dict[str, Any] = {
@@ -74,6 +92,10 @@ async def recall(
         "model": model,
         "limit": limit,
         "pool": PROJECT_POOL,
+        "words": LEXICAL_WORDS,
+        "pair_words": LEXICAL_PAIR_WORDS,
+        "per_word": LEXICAL_PER_WORD,
+        "several": LEXICAL_SEVERAL,
         "w_vector": weights.vector,
         "w_lexical": weights.lexical,
         "w_recency": weights.recency,
@@ -114,7 +136,39 @@ async def recall(
     # expression index of `ensure_ann_index` even in a generic plan
     dims = int(embedding.shape[0])
     sql = f"""
-        with q as (select {TSQUERY} as tsq),{counted}
+        with q as materialized (select {TSQUERY} as tsq, {WORDS} as words),{counted}
+        pairs as materialized (
+            select array(
+                select format('%%s & %%s', a.w, b.w)::tsquery
+                from unnest(q.words[1:%(pair_words)s]) with ordinality a(w, i),
+                     unnest(q.words[1:%(pair_words)s]) with ordinality b(w, i)
+                where a.i < b.i) as each
+            from q
+        ),
+        lexical as (
+            -- few rows pass the filters: every one that matches (the rows the exact vector
+            -- route reads too)
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and {SHARED} and {where} and {few}
+               and m.fts @@ (select tsq from q))
+            union all
+            -- otherwise through the GIN index of shared rows, the owner written so that no
+            -- B-tree serves it (the planner underestimates a shared scope and would test every
+            -- row of it)
+            (select m.* from memories m
+             where 'project' = any(%(scopes)s) and m.scope = 'project'
+               and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
+               and {where} and not {few}
+               and m.fts @@ any((select each from pairs)::tsquery[])
+             limit %(several)s)
+            union all
+            select h.* from q, unnest(q.words) w,
+                lateral (select m.* from memories m
+                         where 'project' = any(%(scopes)s) and m.scope = 'project'
+                           and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
+                           and {where} and not {few} and m.fts @@ w::tsquery
+                         limit %(per_word)s) h
+        ),
         pool as (
             -- whole rows, not ids joined back to memories: on fresh statistics the planner
             -- would nest that join (pool x rows), quadratic in the caller's memories
@@ -137,14 +191,9 @@ async def recall(
              order by (m.embedding::vector({dims})) <=> %(embedding)s
              limit %(pool)s)
             union all
-            -- by full text, through the GIN index of shared rows: the query spelt out (not
-            -- q.tsq) so the planner sees it, and the owner written so that no B-tree serves it
-            -- (the planner underestimates a shared scope and would test every row of it)
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and m.scope = 'project'
-               and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
-               and {where} and m.fts @@ {TSQUERY}
-             order by ts_rank_cd(m.fts, {TSQUERY}) desc
+            -- by full text: the best of a bounded set of shared rows (see LEXICAL_WORDS)
+            (select l.* from (select distinct on (x.id) x.* from lexical x order by x.id) l, q
+             order by ts_rank_cd(l.fts, q.tsq) desc
              limit %(pool)s)
         ),
         candidates as (

@@ -151,7 +151,7 @@ class MemoryService:
         for new in news:
             self._require_write(principal, new.scope or Scope.USER)
         vectors = await self._embedder.embed([n.content for n in news])
-        async with self._sessions.bound(principal) as conn:
+        async with self._sessions.bound(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as conn:
             # lock owners in one order so concurrent batches cannot deadlock
             for scope in sorted({n.scope or Scope.USER for n in news}, key=lambda s: s.value):
                 await db_memories.lock_owner(
@@ -182,7 +182,7 @@ class MemoryService:
         self._require_some_write(principal)
         new = validation.new_memory(raw, self._limits)
         [vector] = await self._embedder.embed([new.content])
-        async with self._sessions.bound(principal) as conn:
+        async with self._sessions.bound(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as conn:
             old = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(old, "supersede")
             if new.key is None:
