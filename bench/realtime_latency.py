@@ -44,16 +44,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import psycopg
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.cluster import Instance, RedisProcess  # noqa: E402
-from tests.conftest import make_tenant  # noqa: E402
-
-from memql.db.embedded import start_embedded  # noqa: E402
-from memql.db.migrate import migrate  # noqa: E402
+from memql.db.pool import owner_connection
+from memql.runtime import open_database
+from memql.settings import Settings
+from memql.testing import RedisProcess, ServeProcess, log_event, make_tenant
 
 QUERY = (
     "subscription($since: String) { memoryEvents(scope: PROJECT, since: $since)"
@@ -357,22 +351,6 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-async def write_event(url: str, project_id: uuid.UUID) -> tuple[int, float]:
-    """One project-scope event in its own transaction; the cursor and when COMMIT returned."""
-    async with await psycopg.AsyncConnection.connect(url) as conn:
-        cur = await conn.execute(
-            "with tx as materialized (select pg_current_xact_id() as xid)"
-            " insert into memory_events (project_id, scope, owner_id, type, actor_id)"
-            " select %s, 'project', '', 'memory.retired', 'bench' from tx"
-            " where tx.xid is not null returning cursor",
-            (project_id,),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        await conn.commit()
-        return int(row[0]), time.monotonic()
-
-
 def layout(subscribers: int, per_socket: int) -> tuple[int, int]:
     """(sockets, subscriptions per socket): a socket each up to 1,000 subscribers."""
     if subscribers <= 1000:
@@ -384,7 +362,7 @@ async def measure(
     label: str,
     database_url: str,
     tenant: Any,
-    instances: list[Instance],
+    instances: list[ServeProcess],
     subscribers: int,
     events: int,
     interval: float,
@@ -393,7 +371,7 @@ async def measure(
     clients_per_instance: int = 1,
     deflate: bool = True,
 ) -> dict[str, Any]:
-    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+    async with await owner_connection(database_url) as conn:
         cur = await conn.execute("select coalesce(max(cursor), 0) from memory_events")
         row = await cur.fetchone()
         assert row is not None
@@ -418,7 +396,7 @@ async def measure(
     try:
         for c in clients:
             await c.expect_line("SUBSCRIBED")
-        warm, _ = await write_event(database_url, tenant.project_id)
+        warm, _ = await log_event(database_url, tenant.project_id)
         for c in clients:
             await c.send(f"WARM {warm}")
         live = [int((await c.expect_line("LIVE")).split()[1]) for c in clients]
@@ -429,7 +407,7 @@ async def measure(
         cpu_before = {i.name: cpu_seconds(i.proc.pid) for i in instances}
         started = time.monotonic()
         for n in range(events):
-            cursor, committed = await write_event(database_url, tenant.project_id)
+            cursor, committed = await log_event(database_url, tenant.project_id)
             commits[cursor] = committed
             # a steady rate, whatever a write costs
             await asyncio.sleep(max(0.0, started + (n + 1) * interval - time.monotonic()))
@@ -473,7 +451,7 @@ async def measure(
     }
 
 
-async def leader_last(instances: list[Instance]) -> list[Instance]:
+async def leader_last(instances: list[ServeProcess]) -> list[ServeProcess]:
     """The instances, the relay leader last."""
     states = [await i.readyz() for i in instances]
     return sorted(instances, key=lambda i: states[instances.index(i)]["relay"] == "leader")
@@ -508,12 +486,15 @@ async def main() -> None:
         "--clients", type=int, default=1, help="client processes per instance (sockets split)"
     )
     args = parser.parse_args()
-    scenarios = set(args.scenarios.split(","))
-    counts = [int(c) for c in args.counts.split(",")]
 
     workdir = Path(tempfile.mkdtemp(prefix="memql-bench-"))
-    database_url = await asyncio.to_thread(start_embedded, workdir / "db")
-    await migrate(database_url)
+    async with open_database(Settings(data_dir=workdir / "db")) as database_url:
+        await scenarios_on(database_url, workdir, args)
+
+
+async def scenarios_on(database_url: str, workdir: Path, args: argparse.Namespace) -> None:
+    scenarios = set(args.scenarios.split(","))
+    counts = [int(c) for c in args.counts.split(",")]
     tenant = await make_tenant(database_url)
     print(
         "| scenario | subscribers | sockets | interval s | deliveries | deliveries/s | p50 ms"
@@ -522,14 +503,14 @@ async def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
 
-    def run(label: str, instances: list[Instance], n: int, interval: float, **kw: Any) -> Any:
+    def run(label: str, instances: list[ServeProcess], n: int, interval: float, **kw: Any) -> Any:
         return measure(
             label, database_url, tenant, instances, n, args.events, interval, args.per_socket,
             workdir, clients_per_instance=args.clients, deflate=args.deflate, **kw,
         )  # fmt: skip
 
     if scenarios & {"solo", "rate"}:
-        solo = Instance(database_url, "", workdir, "solo")
+        solo = ServeProcess.on_database(database_url, workdir, "solo")
         try:
             await solo.ready()
             if "solo" in scenarios:
@@ -543,11 +524,14 @@ async def main() -> None:
 
     if scenarios & {"redis", "wide"}:
         redis = RedisProcess(workdir)
-        group: list[Instance] = []
+        group: list[ServeProcess] = []
         try:
             redis.start()
             size = 4 if "wide" in scenarios else 2
-            group = [Instance(database_url, redis.url, workdir, f"r{n}") for n in range(size)]
+            group = [
+                ServeProcess.on_database(database_url, workdir, f"r{n}", redis_url=redis.url)
+                for n in range(size)
+            ]
             await asyncio.gather(*(i.ready() for i in group))
             await asyncio.sleep(1.0)
             ordered = await leader_last(group)

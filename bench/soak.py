@@ -18,8 +18,6 @@ import json
 import multiprocessing
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,8 @@ from typing import Any
 
 import httpx
 import websockets
+
+from memql.testing import ServeProcess
 
 SAVE = """mutation($i: SaveMemoryInput!) { saveMemory(input: $i) { outcome memory { id } } }"""
 RECALL = "query($q: String!) { recall(query: $q, limit: 5) { score memory { id } } }"
@@ -43,12 +43,6 @@ EVENTS = "subscription { memoryEvents { cursor type } }"
 
 TOPICS = ["tea", "deploys", "billing", "travel", "code review", "on-call", "hiring", "testing"]
 VERBS = ["prefers", "asked about", "owns", "worries about", "wrote about", "dislikes"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:
@@ -163,23 +157,15 @@ def main() -> int:
     args = parser.parse_args()
     memql = str(Path(sys.executable).with_name("memql"))
     data_dir = tempfile.mkdtemp(prefix="memql-soak-")
-    port = free_port()
-    env = {**os.environ, "MEMQL_DATA_DIR": data_dir, "MEMQL_PORT": str(port)}
-    log_path = Path(data_dir) / "serve.log"
-    log = log_path.open("w")  # a file, not a pipe: access logs would fill a pipe and block
-    server = subprocess.Popen([memql, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MEMQL_DATA_DIR": data_dir}
+    # its output goes to a file, not a pipe: access logs would fill a pipe and block
+    server = ServeProcess({"MEMQL_DATA_DIR": data_dir}, Path(data_dir), "serve")
+    url = server.url
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("memql serve did not become ready")
-            time.sleep(0.5)
+        try:
+            asyncio.run(server.ready(within=180))
+        except RuntimeError as exc:
+            raise SystemExit(f"memql serve did not become ready: {exc}") from None
         created = subprocess.run(
             [memql, "keys", "create", "--project", "dev"],
             env=env,
@@ -195,27 +181,21 @@ def main() -> int:
             for i in range(args.clients)
         ]
         start = time.monotonic()
-        rss = [(0.0, rss_kib(server.pid))]
+        rss = [(0.0, rss_kib(server.proc.pid))]
         for w in workers:
             w.start()
         while any(w.is_alive() for w in workers) and results.qsize() < len(workers):
             time.sleep(min(args.sample_seconds, 5.0))
             elapsed = time.monotonic() - start
             if elapsed - rss[-1][0] >= args.sample_seconds:
-                rss.append((elapsed, rss_kib(server.pid)))
+                rss.append((elapsed, rss_kib(server.proc.pid)))
         tallies = [results.get(timeout=120) for _ in workers]
         for w in workers:
             w.join()
-        rss.append((time.monotonic() - start, rss_kib(server.pid)))
+        rss.append((time.monotonic() - start, rss_kib(server.proc.pid)))
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
-    stderr = log_path.read_text()
+        server.stop()
+    stderr = server.log.read_text()
     total: Counter[str] = Counter()
     for tally in tallies:
         total.update(tally)
@@ -232,7 +212,7 @@ def main() -> int:
         + ", ".join(f"{t / 60:.1f}: {kib / 1024:.0f}" for t, kib in rss)
     )
     unexpected = [line for line in stderr.splitlines() if "Traceback" in line or "ERROR" in line]
-    print(f"- server log: {log_path}")
+    print(f"- server log: {server.log}")
     print(f"- server log lines with ERROR or Traceback: {len(unexpected)}")
     for line in unexpected[:10]:
         print(f"    {line}")

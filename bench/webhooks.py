@@ -17,44 +17,27 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import psycopg
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.cluster import Instance  # noqa: E402
-from tests.conftest import free_port, make_tenant  # noqa: E402
-from tests.webhook_receiver import Receiver, webhook_receiver  # noqa: E402
-
-from memql.db.embedded import start_embedded  # noqa: E402
-from memql.db.migrate import migrate  # noqa: E402
-from memql.webhooks import registry  # noqa: E402
-
-
-async def write_event(url: str, project_id: uuid.UUID) -> tuple[int, float]:
-    """One project-scope event in its own transaction; the cursor and when COMMIT returned."""
-    async with await psycopg.AsyncConnection.connect(url) as conn:
-        cur = await conn.execute(
-            "with tx as materialized (select pg_current_xact_id() as xid)"
-            " insert into memory_events (project_id, scope, owner_id, type, actor_id)"
-            " select %s, 'project', '', 'memory.retired', 'bench' from tx"
-            " where tx.xid is not null returning cursor",
-            (project_id,),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        await conn.commit()
-        return int(row[0]), time.monotonic()
+from memql.db.pool import owner_connection
+from memql.runtime import open_database
+from memql.settings import Settings
+from memql.testing import (
+    Receiver,
+    ServeProcess,
+    free_port,
+    log_event,
+    make_tenant,
+    webhook_receiver,
+)
+from memql.webhooks import registry
 
 
 async def add_endpoint(url: str, project_id: uuid.UUID, target: str) -> None:
-    async with await psycopg.AsyncConnection.connect(url) as conn:
+    async with await owner_connection(url) as conn:
         await registry.register(
             conn, project_id, target, None, created_by="bench", allow_private=True
         )
@@ -78,12 +61,12 @@ def in_order_once(receiver: Receiver, expected: list[int]) -> bool:
 async def latency(url: str, project_id: uuid.UUID, events: int, interval: float) -> None:
     async with webhook_receiver() as receiver:
         await add_endpoint(url, project_id, f"{receiver.url}/latency")
-        warm, _ = await write_event(url, project_id)
+        warm, _ = await log_event(url, project_id)
         await wait_for(receiver, [warm], 30)
         receiver.requests.clear()
         commits: dict[int, float] = {}
         for _ in range(events):
-            cursor, committed = await write_event(url, project_id)
+            cursor, committed = await log_event(url, project_id)
             commits[cursor] = committed
             await asyncio.sleep(interval)
         await wait_for(receiver, list(commits), 60)
@@ -105,13 +88,13 @@ async def recovery(url: str, project_id: uuid.UUID, down: float) -> None:
     receiver = Receiver(url=f"http://127.0.0.1:{port}")
     async with webhook_receiver(port, receiver):
         await add_endpoint(url, project_id, f"{receiver.url}/recovery")
-        before, _ = await write_event(url, project_id)
+        before, _ = await log_event(url, project_id)
         await wait_for(receiver, [before], 30)
     # the receiver is down: its port is closed
     went_down = time.monotonic()
     missed: list[int] = []
     while time.monotonic() - went_down < down:
-        cursor, _ = await write_event(url, project_id)
+        cursor, _ = await log_event(url, project_id)
         missed.append(cursor)
         await asyncio.sleep(0.2)
     async with webhook_receiver(port, receiver):
@@ -138,22 +121,21 @@ async def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="memql-bench-"))
-    database_url = await asyncio.to_thread(start_embedded, workdir / "db")
-    await migrate(database_url)
     os.environ["MEMQL_WEBHOOKS_ALLOW_PRIVATE"] = "true"
-    server = Instance(database_url, "", workdir, "hooks")
-    try:
-        await server.ready()
-        deadline = time.monotonic() + 30
-        while (await server.readyz())["webhooks"]["role"] != "leader":
-            assert time.monotonic() < deadline, "the deliverer did not lead"
-            await asyncio.sleep(0.1)
-        await latency(database_url, (await make_tenant(database_url)).project_id,
-                      args.events, args.interval)  # fmt: skip
-        print()
-        await recovery(database_url, (await make_tenant(database_url)).project_id, args.down)
-    finally:
-        server.stop()
+    async with open_database(Settings(data_dir=workdir / "db")) as database_url:
+        server = ServeProcess.on_database(database_url, workdir, "hooks")
+        try:
+            await server.ready()
+            deadline = time.monotonic() + 30
+            while (await server.readyz())["webhooks"]["role"] != "leader":
+                assert time.monotonic() < deadline, "the deliverer did not lead"
+                await asyncio.sleep(0.1)
+            await latency(database_url, (await make_tenant(database_url)).project_id,
+                          args.events, args.interval)  # fmt: skip
+            print()
+            await recovery(database_url, (await make_tenant(database_url)).project_id, args.down)
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

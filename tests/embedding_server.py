@@ -8,7 +8,6 @@ to stall or fail its first requests so timeouts and retries happen for real.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memql.embeddings.local import LocalEmbedder
+from memql.testing import free_port
 
 
 @dataclass
@@ -37,12 +37,6 @@ class Behaviour:
     project_to: int | None = None
     requests: int = 0
     texts: list[str] = field(default_factory=list)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def build_app(model: LocalEmbedder, behaviour: Behaviour) -> Starlette:
@@ -110,10 +104,15 @@ async def embedding_server(
 ) -> AsyncIterator[tuple[str, Behaviour]]:
     """Serve on a free loopback port in this event loop; yields the base URL and behaviour."""
     behaviour = behaviour or Behaviour()
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            build_app(model, behaviour), host="127.0.0.1", port=port, log_level="warning"
+            build_app(model, behaviour),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            # a stalled answer is not waited for when the server stops
+            timeout_graceful_shutdown=1,
         )
     )
     task = asyncio.create_task(server.serve())

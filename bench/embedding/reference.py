@@ -1,7 +1,8 @@
 """Reference vectors of sentence-transformers for every text of the recall and absorb sets.
 
 The local embedder must give the vectors sentence-transformers gives with the same model (cosine
->= 0.999 for every text; `tests/test_local_embedder.py` checks it against the file written here).
+>= 0.999 for every text; `tests/service/test_local_embedder.py` checks it against the file
+written here).
 Regenerate the file where the `torch` extra (sentence-transformers, torch) is installed, after
 changing `bench/recall/` or `bench/absorb/`:
 

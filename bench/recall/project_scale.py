@@ -28,9 +28,10 @@ from pgvector.psycopg import register_vector_async
 from memql.db import embedding_space as space
 from memql.db import recall as db_recall
 from memql.db import tenants
-from memql.db.embedded import EmbeddedDatabase
-from memql.db.migrate import migrate
+from memql.db.pool import owner_connection
 from memql.model import Access, Consumer, Grant, Principal, Scope, Weights
+from memql.runtime import open_database
+from memql.settings import Settings
 
 DIMS = 384
 VECTOR_ONLY = Weights(1.0, 0.0, 0.0, 0.0, 90.0)
@@ -114,57 +115,54 @@ async def main() -> int:
     members = centres[rng.integers(0, len(centres), args.memories)]
     vectors = unit(members + 0.6 * rng.standard_normal((args.memories, DIMS)) / np.sqrt(DIMS))
 
-    db = await asyncio.to_thread(EmbeddedDatabase, Path(tempfile.mkdtemp(prefix="memql-scale-")))
-    try:
-        await migrate(db.url)
-        # never prepared: a cached plan would ignore `enable_indexscan` and the "exact" runs
-        # would reuse the index plan
-        async with await psycopg.AsyncConnection.connect(
-            db.url, autocommit=True, prepare_threshold=None
-        ) as conn:
-            project = await tenants.create_project(conn, "scale")
-            t0 = time.perf_counter()
-            await fill(conn, project.id, vectors)
-            loaded = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            await space.ensure_ann_index(conn, DIMS)
-            indexed = time.perf_counter() - t0
-            await conn.execute("analyze memories")
-            await register_vector_async(conn)
+    data_dir = Path(tempfile.mkdtemp(prefix="memql-scale-"))
+    # never prepared: a cached plan would ignore `enable_indexscan` and the "exact" runs
+    # would reuse the index plan
+    async with (
+        open_database(Settings(data_dir=data_dir)) as url,
+        await owner_connection(url, autocommit=True, prepare_threshold=None) as conn,
+    ):
+        project = await tenants.create_project(conn, "scale")
+        t0 = time.perf_counter()
+        await fill(conn, project.id, vectors)
+        loaded = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await space.ensure_ann_index(conn, DIMS)
+        indexed = time.perf_counter() - t0
+        await conn.execute("analyze memories")
+        await register_vector_async(conn)
+        print(
+            f"{args.memories} shared memories loaded in {loaded:.1f} s,"
+            f" HNSW index built in {indexed:.1f} s",
+            file=sys.stderr,
+        )
+        principal = Principal(
+            project.id,
+            project.name,
+            "bench",
+            Consumer.AGENT,
+            Grant(Access.READ_WRITE, Access.READ_WRITE),
+        )
+        picks = rng.integers(0, args.memories, args.queries)
+        queries = unit(vectors[picks] + 0.3 * rng.standard_normal((args.queries, DIMS)) / 20)
+        print(
+            "| filter | found of the exact top 5 | planner used the index |"
+            " index route (ms) | exact scan (ms) |"
+        )
+        print("|---|---|---|---|---|")
+        for label, categories in (("none", None), ("1% category", ["rare"])):
+            found, fast, slow, used = [], [], [], 0
+            for q in queries:
+                ids, t_index, via_index = await ask(conn, principal, q, categories, exact=False)
+                truth, t_exact, _ = await ask(conn, principal, q, categories, exact=True)
+                found.append(len(set(ids) & set(truth)) / len(truth))
+                fast.append(t_index)
+                slow.append(t_exact)
+                used += via_index
             print(
-                f"{args.memories} shared memories loaded in {loaded:.1f} s,"
-                f" HNSW index built in {indexed:.1f} s",
-                file=sys.stderr,
+                f"| {label} | {statistics.mean(found):.3f} | {used}/{len(queries)}"
+                f" | {statistics.median(fast):.1f} | {statistics.median(slow):.1f} |"
             )
-            principal = Principal(
-                project.id,
-                project.name,
-                "bench",
-                Consumer.AGENT,
-                Grant(Access.READ_WRITE, Access.READ_WRITE),
-            )
-            picks = rng.integers(0, args.memories, args.queries)
-            queries = unit(vectors[picks] + 0.3 * rng.standard_normal((args.queries, DIMS)) / 20)
-            print(
-                "| filter | found of the exact top 5 | planner used the index |"
-                " index route (ms) | exact scan (ms) |"
-            )
-            print("|---|---|---|---|---|")
-            for label, categories in (("none", None), ("1% category", ["rare"])):
-                found, fast, slow, used = [], [], [], 0
-                for q in queries:
-                    ids, t_index, via_index = await ask(conn, principal, q, categories, exact=False)
-                    truth, t_exact, _ = await ask(conn, principal, q, categories, exact=True)
-                    found.append(len(set(ids) & set(truth)) / len(truth))
-                    fast.append(t_index)
-                    slow.append(t_exact)
-                    used += via_index
-                print(
-                    f"| {label} | {statistics.mean(found):.3f} | {used}/{len(queries)}"
-                    f" | {statistics.median(fast):.1f} | {statistics.median(slow):.1f} |"
-                )
-    finally:
-        db.release()
     return 0
 
 

@@ -20,32 +20,26 @@ import asyncio
 import itertools
 import json
 import logging
-import socket
 import sys
 import tempfile
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
-import uvicorn
 
-from memql.access.credentials import display_prefix, generate_key, hash_key
-from memql.app import create_app
-from memql.db import tenants
-from memql.db.embedded import EmbeddedDatabase
-from memql.db.migrate import migrate
-from memql.db.pool import open_pool
-from memql.embeddings.local import LocalEmbedder
-from memql.model import Access, Consumer, Grant, Principal, Project, Scope, Signals, Weights
-from memql.service import DEFAULT_WEIGHTS, MemoryService
+from memql.db.pool import owner_connection
+from memql.embeddings import Embedder
+from memql.model import Access, Consumer, Grant, Principal, Scope, Signals, Weights
+from memql.runtime import open_database, open_embedder, open_memql
+from memql.service import DEFAULT_WEIGHTS
 from memql.settings import Settings
+from memql.testing import Tenant, make_tenant, serving
 
 SET_DIR = Path(__file__).parent / "set"
 BACKGROUND = Path(__file__).parent / "background.json"
@@ -100,40 +94,17 @@ def load_files() -> list[dict[str, Any]]:
     return users
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @asynccontextmanager
 async def memql_server(
-    url: str, embedder: LocalEmbedder, weights: Weights
+    url: str, embedder: Embedder, weights: Weights
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A memql server on a real socket with `weights`, and an HTTP client for it."""
-    port = free_port()
-    settings = Settings(
-        database_url=url, port=port, recall_weights=weights, pool_min_size=1, pool_max_size=4
-    )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings, embedder=embedder),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.05)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
-            yield http
-    finally:
-        server.should_exit = True
-        await task
+    settings = Settings(database_url=url, recall_weights=weights, pool_min_size=1, pool_max_size=4)
+    async with (
+        serving(settings, embedder) as base,
+        httpx.AsyncClient(base_url=base, timeout=120) as http,
+    ):
+        yield http
 
 
 async def graphql(
@@ -183,7 +154,7 @@ async def load(http: httpx.AsyncClient, url: str, key: str, files: list[dict[str
             )
     # memories in the set were learnt over months: date them so recency means something
     async with (
-        await psycopg.AsyncConnection.connect(url, autocommit=True) as conn,
+        await owner_connection(url, autocommit=True) as conn,
         conn.cursor() as cur,
     ):
         await cur.executemany(
@@ -261,23 +232,21 @@ def fuse(pool: Pool, w: Weights) -> list[str]:
 
 
 async def candidate_pools(
-    url: str, embedder: LocalEmbedder, project: Project, queries: list[Query]
+    url: str, embedder: Embedder, tenant: Tenant, queries: list[Query]
 ) -> list[Pool]:
     """Every live candidate of each query with its signals, scored by the same SQL as recall
     (called in process: the API returns at most 20, tuning needs the whole pool)."""
-    settings = Settings(database_url=url)
-    pool = await open_pool(url, min_size=1, max_size=2)
-    try:
-        service = MemoryService(pool, embedder, settings)
+    settings = Settings(database_url=url, pool_min_size=1, pool_max_size=2)
+    async with open_memql(settings, embedder=embedder) as memql:
         grant = Grant(Access.READ_WRITE, Access.READ_WRITE)
         pools: list[Pool] = []
         for q in queries:
-            principal = Principal(project.id, project.name, q.user, Consumer.AGENT, grant)
-            hits = await service._recall(principal, q.text, 10_000, (Scope.USER,))
+            principal = Principal(
+                tenant.project_id, tenant.project_name, q.user, Consumer.AGENT, grant
+            )
+            hits = await memql.service._recall(principal, q.text, 10_000, (Scope.USER,))
             pools.append([(str(h.memory.id), h.signals) for h in hits])
         return pools
-    finally:
-        await pool.close()
 
 
 def tune(queries: list[Query], pools: list[Pool]) -> list[tuple[Weights, Scores]]:
@@ -314,26 +283,22 @@ async def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     files = load_files()
     data_dir = Path(tempfile.mkdtemp(prefix="memql-recall-eval-"))
-    db = await asyncio.to_thread(EmbeddedDatabase, data_dir)
-    embedder = await LocalEmbedder.load()
+    settings = Settings(data_dir=data_dir)
     report: dict[str, Any] = {"methods": {}, "weights": {}}
-    try:
-        await migrate(db.url)
-        async with await psycopg.AsyncConnection.connect(db.url, autocommit=True) as conn:
-            project = await tenants.create_project(conn, f"recall-eval-{uuid.uuid4().hex[:8]}")
-            key = generate_key()
-            await tenants.insert_api_key(
-                conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
-            )
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(open_database(settings))
+        embedder = await stack.enter_async_context(open_embedder(settings))
+        tenant = await make_tenant(url, name=f"recall-eval-{uuid.uuid4().hex[:8]}")
+        key = tenant.key
         evalset: EvalSet | None = None
         chosen = [m.strip() for m in args.methods.split(",")]
         if unknown := set(chosen) - set(METHODS):
             parser.error(f"unknown method(s): {', '.join(sorted(unknown))}")
         for method in chosen:
             weights = METHODS[method]
-            async with memql_server(db.url, embedder, weights) as http:
+            async with memql_server(url, embedder, weights) as http:
                 if evalset is None:
-                    evalset = await load(http, db.url, key, files)
+                    evalset = await load(http, url, key, files)
                     print(
                         f"loaded {evalset.memories} memories of {evalset.users} users;"
                         f" {len(evalset.queries)} queries",
@@ -356,7 +321,7 @@ async def main(argv: list[str] | None = None) -> int:
 
         print_table(report)
         if args.tune:
-            pools = await candidate_pools(db.url, embedder, project, evalset.queries)
+            pools = await candidate_pools(url, embedder, tenant, evalset.queries)
             results = tune(evalset.queries, pools)
             best, best_dev = results[0]
             test = [(q, p) for q, p in zip(evalset.queries, pools, strict=True)]
@@ -382,9 +347,6 @@ async def main(argv: list[str] | None = None) -> int:
             recency_check(evalset.queries, pools)
         if args.json:
             args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    finally:
-        await embedder.close()
-        db.release()
     print(f"\nwall time {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return 0
 

@@ -17,24 +17,16 @@ from memql import transfer
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.db import tenants
 from memql.db import webhooks as db_webhooks
-from memql.db.embedded import start_embedded
 from memql.db.migrate import migrate
-from memql.db.pool import system_connection
-from memql.embeddings import create_embedder
+from memql.db.pool import owner_connection, system_connection
 from memql.errors import BadInput, ConfigurationError, MemqlError, NotFound
 from memql.model import Consumer, JwtConfig, Project, Webhook
+from memql.runtime import open_database, open_embedder
 from memql.settings import Settings
 
 
-def _database_url(settings: Settings) -> str:
-    return settings.database_url or start_embedded(settings.data_dir)
-
-
-async def _migrated(settings: Settings) -> str:
-    """The database URL, with every migration applied."""
-    url = _database_url(settings)
-    await migrate(url)
-    return url
+class _Refused(Exception):
+    """A command's argument refused before anything is done: message, exit status 1."""
 
 
 async def _project(conn: psycopg.AsyncConnection, name: str) -> Project:
@@ -49,11 +41,18 @@ def _named(found: bool, name: str) -> None:
         raise NotFound(f"no project named {name!r} (memql projects create NAME)")
 
 
+def _id(text: str, what: str) -> uuid.UUID:
+    """The id a command names (a key's, a webhook's), or a refusal that says what it is not."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise _Refused(f"{text!r} is not a {what} id") from None
+
+
 async def _with_db(
     settings: Settings, work: Callable[[psycopg.AsyncConnection], Awaitable[int]]
 ) -> int:
-    url = await _migrated(settings)
-    async with await psycopg.AsyncConnection.connect(url) as conn:
+    async with open_database(settings) as url, await owner_connection(url) as conn:
         status = await work(conn)
         await conn.commit()
         return status
@@ -127,11 +126,7 @@ async def _webhooks(
         print(secret)
         return 0
     if args.action == "remove":
-        try:
-            webhook_id = uuid.UUID(args.id)
-        except ValueError:
-            print(f"memql: {args.id!r} is not a webhook id", file=sys.stderr)
-            return 1
+        webhook_id = _id(args.id, "webhook")
         if not await db_webhooks.delete_webhook(conn, webhook_id):
             print(f"memql: no webhook {webhook_id}", file=sys.stderr)
             return 1
@@ -161,12 +156,8 @@ async def _reembed(settings: Settings, batch_size: int, *, progress: bool) -> in
     if batch_size < 1:
         print("memql: --batch-size must be at least 1", file=sys.stderr)
         return 2
-    url = await _migrated(settings)
-    embedder = await create_embedder(settings.embedder_config)
-    try:
+    async with open_database(settings) as url, open_embedder(settings) as embedder:
         result = await reembed(url, embedder, batch_size=batch_size, progress=progress)
-    finally:
-        await embedder.close()
     before = (
         f"{result.previous[0]} ({result.previous[1]} dimensions)" if result.previous else "none"
     )
@@ -289,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             return serve(settings)
         return asyncio.run(_command(settings, args))
-    except NotFound as exc:
+    except (NotFound, _Refused) as exc:
         print(f"memql: {exc}", file=sys.stderr)
         return 1
     except (ConfigurationError, MemqlError) as exc:
@@ -298,8 +289,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
-    url = await _migrated(settings)
-    async with await system_connection(url) as conn:
+    async with open_database(settings) as url, await system_connection(url) as conn:
         project = await _project(conn, args.project)
         if args.command == "export":
             with (
@@ -310,8 +300,7 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
                 count = await transfer.export(conn, project.id, out)
             print(f"exported {count} memory versions of {project.name}", file=sys.stderr)
             return 0
-        embedder = await create_embedder(settings.embedder_config)
-        try:
+        async with open_embedder(settings) as embedder:
             with (
                 open(args.input, encoding="utf-8")
                 if args.input != "-"
@@ -320,8 +309,6 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
                 imported, skipped = await transfer.import_(
                     conn, project.id, source, embedder, settings.limits
                 )
-        finally:
-            await embedder.close()
         print(
             f"imported {imported} memory versions into {project.name} ({skipped} already present)",
             file=sys.stderr,
@@ -335,7 +322,8 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "reembed":
         return await _reembed(settings, args.batch_size, progress=not args.no_progress)
     if args.command == "migrate":
-        applied = await migrate(_database_url(settings))
+        async with open_database(settings, migrated=False) as url:
+            applied = await migrate(url)
         print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
         return 0
 
@@ -372,11 +360,7 @@ async def _command(settings: Settings, args: argparse.Namespace) -> int:
                     f"  created {k.created_at:%Y-%m-%d %H:%M}  last used {used}  {state}"
                 )
             return 0
-        try:
-            key_id = uuid.UUID(args.id)
-        except ValueError:
-            print(f"memql: {args.id!r} is not a key id", file=sys.stderr)
-            return 1
+        key_id = _id(args.id, "key")
         if not await tenants.revoke_api_key(conn, key_id):
             print(f"memql: no active key {key_id}", file=sys.stderr)
             return 1

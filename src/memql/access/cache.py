@@ -31,6 +31,8 @@ from typing import Generic, TypeVar
 
 import psycopg
 
+from memql.db.pool import owner_connection
+
 log = logging.getLogger("memql.access")
 
 CHANNEL = "memql_credentials"
@@ -83,9 +85,7 @@ class CredentialCache(Generic[T]):
         """Keep the cache in step with the database until cancelled."""
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(
-                    url, autocommit=True, connect_timeout=5
-                ) as conn:
+                async with await owner_connection(url, autocommit=True, connect_timeout=5) as conn:
                     await conn.execute(f"listen {CHANNEL}")
                     # anything may have changed while no one listened
                     self.forget()

@@ -33,8 +33,3 @@ class EmbeddedDatabase:
     def release(self) -> None:
         # explicit, because a server process stopped by a signal never runs atexit handlers
         self._server.cleanup()
-
-
-def start_embedded(data_dir: Path) -> str:
-    """Start (or join) the embedded server; it lives until this process exits normally."""
-    return EmbeddedDatabase(data_dir).url

@@ -168,9 +168,10 @@ async def relay_position(conn: Conn) -> RelayPosition:
     return RelayPosition(int(row[0]), int(row[1]))
 
 
-async def try_lead(conn: Conn) -> bool:
-    """Take the relay's leadership for this connection's session, if nobody holds it."""
-    cur = await conn.execute("select pg_try_advisory_lock(%s)", (RELAY_LOCK,))
+async def try_lock(conn: Conn, lock: int) -> bool:
+    """Take the advisory lock `lock` (the relay's leadership, the deliverer's) for this
+    connection's session, if no other session holds it."""
+    cur = await conn.execute("select pg_try_advisory_lock(%s)", (lock,))
     row = await cur.fetchone()
     return bool(row and row[0])
 

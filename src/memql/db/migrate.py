@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from importlib import resources
 
-import psycopg
-
+from memql.db.pool import owner_connection
 from memql.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -24,7 +23,7 @@ def _migrations() -> list[tuple[str, str]]:
 async def migrate(url: str) -> list[str]:
     """Apply pending migrations; return the names applied. Fails clearly without pgvector."""
     applied: list[str] = []
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    async with await owner_connection(url, autocommit=True) as conn:
         await conn.execute("select pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
         try:
             cur = await conn.execute("select 1 from pg_available_extensions where name = 'vector'")

@@ -1,5 +1,13 @@
-"""Connections. Request-path connections act as `memql_app`, which row-level security binds to
-one principal per transaction; system work acts as `memql_system`."""
+"""Connections, one function per role; nothing else in memql connects to PostgreSQL.
+
+- `open_pool`: request-path connections, acting as `memql_app`, which row-level security binds
+  to one principal per transaction;
+- `system_connection`: work on behalf of no single user (the relay, the deliverer, export and
+  import), acting as `memql_system`;
+- `owner_connection`: as the database URL's own user, for what only the owner of the schema
+  does: migrations, indexes, tenant administration (projects, keys, webhooks from the command
+  line), and listening for credential changes.
+"""
 
 from __future__ import annotations
 
@@ -50,3 +58,8 @@ async def system_connection(url: str, **kwargs: Any) -> AsyncConnection[Any]:
     if not conn.autocommit:
         await conn.commit()
     return conn
+
+
+async def owner_connection(url: str, **kwargs: Any) -> AsyncConnection[Any]:
+    """A connection as the URL's user (the owner of memql's tables)."""
+    return await psycopg.AsyncConnection.connect(url, **kwargs)

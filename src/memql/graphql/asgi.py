@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from functools import lru_cache
 from http import HTTPStatus
@@ -112,7 +112,6 @@ class GraphQLApp(GraphQL[Context, None]):
     def __init__(
         self,
         schema: Any,
-        resources: Callable[[], tuple[MemoryService, Authenticator]],
         *,
         max_message_bytes: int,
         persisted_queries: int = 1000,
@@ -124,7 +123,6 @@ class GraphQLApp(GraphQL[Context, None]):
             (GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL, MULTIPART_SUBSCRIPTION_PROTOCOL),
         )
         super().__init__(schema, **options)
-        self._resources = resources
         self._max_message_bytes = max_message_bytes
 
         # 0 turns automatic persisted queries off
@@ -207,7 +205,9 @@ class GraphQLApp(GraphQL[Context, None]):
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> Context:
-        service, authenticator = self._resources()
+        # what the app's lifespan opened (runtime.open_memql), handed to every request
+        service: MemoryService = request.state.service
+        authenticator: Authenticator = request.state.authenticator
         if isinstance(request, WebSocket):
             # credentials arrive later, in connection_init (see on_ws_connect)
             return Context(
@@ -263,9 +263,9 @@ class GraphQLApp(GraphQL[Context, None]):
         return encode_once(data) or super().encode_json(data)
 
     async def on_ws_connect(self, context: Context) -> Any:
-        _, authenticator = self._resources()
+        assert context.authenticator is not None  # every websocket context gets one
         try:
-            principal = await authenticator.authenticate(
+            principal = await context.authenticator.authenticate(
                 connection_headers(context.connection_params)
             )
         except MemqlError as exc:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -59,7 +59,7 @@ class Authenticates(Protocol):
     async def authenticate(self, headers: Iterable[tuple[str, str]]) -> Principal: ...
 
 
-Resources = Callable[[], tuple[MemoryService, Authenticates]]
+SERVICE_KEY = "memql.service"
 
 # built once: the SDK also asks for a tool's schema to check `Mcp-Param-*` headers
 _SCHEMAS = {t.name: t.args.input_schema() for t in TOOLS}
@@ -71,12 +71,24 @@ def tool_names(principal: Principal) -> list[str]:
 
 
 def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    return _from_request(ctx, PRINCIPAL_KEY, Principal)
+
+
+def _service(ctx: ServerRequestContext[Any, Any]) -> MemoryService:
+    return _from_request(ctx, SERVICE_KEY, MemoryService)
+
+
+T = TypeVar("T")
+
+
+def _from_request(ctx: ServerRequestContext[Any, Any], key: str, kind: type[T]) -> T:
+    """What `McpEndpoint.__call__` put in the request's scope for the handlers."""
     request = ctx.request
-    principal = request.scope.get(PRINCIPAL_KEY) if request is not None else None
-    if not isinstance(principal, Principal):
+    value = request.scope.get(key) if request is not None else None
+    if not isinstance(value, kind):
         # only reachable through a transport that bypasses McpEndpoint.__call__
         raise MCPError(code=types.INVALID_REQUEST, message="unauthenticated")
-    return principal
+    return value
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -131,8 +143,7 @@ def _snake(name: str) -> str:
 class McpEndpoint:
     """The ASGI app for `/mcp`. Enter `running()` in the host app's lifespan."""
 
-    def __init__(self, resources: Resources) -> None:
-        self._resources = resources
+    def __init__(self) -> None:
         self._manager: StreamableHTTPSessionManager | None = None
         self.server: Server[Any] = Server(
             "memql",
@@ -169,13 +180,17 @@ class McpEndpoint:
         if manager is None:
             await error_response(503, "starting")(scope, receive, send)
             return
-        _, authenticator = self._resources()
+        # what the app's lifespan opened (runtime.open_memql), handed to every request
+        state = scope["state"]
+        authenticator: Authenticates = state["authenticator"]
         try:
             principal = await authenticator.authenticate(http_headers(scope["headers"]))
         except MemqlError as exc:
             await _refusal(exc)(scope, receive, send)
             return
-        await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
+        await manager.handle_request(
+            {**scope, PRINCIPAL_KEY: principal, SERVICE_KEY: state["service"]}, receive, send
+        )
 
     # --- MCP handlers ---------------------------------------------------------------------
 
@@ -193,12 +208,16 @@ class McpEndpoint:
         spec = BY_NAME.get(params.name)
         if spec is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name!r}")
-        result = await self._run(spec, principal, params.arguments or {})
+        result = await self._run(spec, principal, _service(ctx), params.arguments or {})
         metrics.MCP_TOOL_CALLS.labels(spec.name, "error" if result.is_error else "ok").inc()
         return result
 
     async def _run(
-        self, spec: ToolSpec, principal: Principal, arguments: dict[str, Any]
+        self,
+        spec: ToolSpec,
+        principal: Principal,
+        service: MemoryService,
+        arguments: dict[str, Any],
     ) -> types.CallToolResult:
         # hiding a tool is not authorization: the grant is checked again here, and the service
         # checks the scope of every read and write
@@ -208,7 +227,6 @@ class McpEndpoint:
             args = spec.args.model_validate(arguments)
         except ValidationError as exc:
             return _error(BadInput(_validation_message(exc)))
-        service, _ = self._resources()
         try:
             body = await spec.call(service, principal, args)
         except MemqlError as exc:

@@ -13,10 +13,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from memql.db.session import Sessions
+from memql.leadership import running
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime.bus import EventBus
 from memql.realtime.recheck import Recheck, Rechecker
-from memql.realtime.relay import Relay, running
+from memql.realtime.relay import Relay
 from memql.realtime.stream import StreamLimits, stream_events
 from memql.settings import Settings
 

@@ -18,17 +18,15 @@ In memory (no Redis) each instance relays for itself and keeps its position in m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import psycopg
 
 from memql import metrics
 from memql.db import events as db_events
 from memql.db.pool import system_connection
+from memql.leadership import Supervised, take_lock
 from memql.model import MemoryEvent
 from memql.realtime import wire
 from memql.realtime.bus import BusUnavailable, EventBus
@@ -36,7 +34,9 @@ from memql.realtime.bus import BusUnavailable, EventBus
 log = logging.getLogger(__name__)
 
 
-class Relay:
+class Relay(Supervised):
+    label = "relay"
+
     def __init__(
         self,
         database_url: str,
@@ -46,14 +46,13 @@ class Relay:
         batch: int = 500,
         poll: float = 0.5,
     ) -> None:
+        super().__init__()
         self._url = database_url
         self._bus = bus
         # shared: one leader across instances, position in the database
         self._shared = shared
         self._batch = batch
         self._poll = poll
-        self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self.role = "standby"
         # local mode: every event up to here is final and none above it was published
         self._horizon: int | None = None
         self._horizon_ready = asyncio.Event()
@@ -66,29 +65,11 @@ class Relay:
         assert self._horizon is not None
         return self._horizon
 
-    async def run(self) -> None:
-        delay = 0.2
-        while True:
-            try:
-                await self._lead()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("relay stopped (%s); restarting in %.1fs", exc, delay)
-            if self.role == "leader":
-                log.warning("relay %s gave up leadership", self.name)
-                delay = 0.2
-            self.role = "standby"
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
-
-    async def _lead(self) -> None:
+    async def lead(self) -> None:
         # a system connection: the relay reads every tenant's events
         async with await system_connection(self._url, autocommit=True) as conn:
             if self._shared:
-                # another instance leads while it holds the lock: ask again every `poll`
-                while not await db_events.try_lead(conn):  # noqa: ASYNC110
-                    await asyncio.sleep(self._poll)
+                await take_lock(conn, db_events.RELAY_LOCK, self._poll)
                 await db_events.listen(conn)
                 position = (await db_events.relay_position(conn)).published
             else:
@@ -134,14 +115,3 @@ class Relay:
                     log.debug("relay waits for the broadcast: %s", exc)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 1.0)
-
-
-@contextlib.asynccontextmanager
-async def running(relay: Relay) -> AsyncIterator[Relay]:
-    task = asyncio.create_task(relay.run(), name="memql-relay")
-    try:
-        yield relay
-    finally:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task

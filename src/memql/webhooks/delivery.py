@@ -19,14 +19,11 @@ after its `acked_cursor`, so each event arrives at least once; receivers drop re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import random
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,6 +34,7 @@ import psycopg
 from memql.db import events as db_events
 from memql.db import webhooks as db
 from memql.db.pool import system_connection
+from memql.leadership import Supervised, take_lock
 from memql.model import MemoryEvent, Webhook
 from memql.settings import Settings
 from memql.webhooks import payload, signing, targets
@@ -68,7 +66,9 @@ class Backoff:
         return base * random.uniform(0.75, 1.0)
 
 
-class Deliverer:
+class Deliverer(Supervised):
+    label = "webhook delivery"
+
     def __init__(
         self,
         database_url: str,
@@ -79,14 +79,13 @@ class Deliverer:
         poll: float = 0.5,
         batch: int = 500,
     ) -> None:
+        super().__init__()
         self._url = database_url
         self._allow_private = allow_private
         self._timeout = timeout
         self._backoff = backoff or Backoff()
         self._poll = poll
         self._batch = batch
-        self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self.role = "standby"
         # every event up to here has committed or never will
         self._final = 0
         self._workers: dict[uuid.UUID, _Worker] = {}
@@ -108,21 +107,10 @@ class Deliverer:
     def state(self) -> dict[str, Any]:
         return {"role": self.role, "endpoints": len(self._workers)}
 
-    async def run(self) -> None:
-        delay = 0.2
-        while True:
-            try:
-                await self._lead()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("webhook delivery stopped (%s); restarting in %.1fs", exc, delay)
-            self.role = "standby"
-            self._workers.clear()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+    def stood_down(self) -> None:
+        self._workers.clear()
 
-    async def _lead(self) -> None:
+    async def lead(self) -> None:
         async with (
             await system_connection(self._url, autocommit=True) as conn,
             await system_connection(self._url, autocommit=True) as work,
@@ -139,9 +127,7 @@ class Deliverer:
                 ),
             ) as http,
         ):
-            # another instance delivers while it holds the lock: ask again every `poll`
-            while not await _try_lock(conn):  # noqa: ASYNC110
-                await asyncio.sleep(self._poll)
+            await take_lock(conn, DELIVERY_LOCK, self._poll)
             await db_events.listen(conn)
             await conn.execute(f"listen {ENDPOINTS_CHANNEL}")
             # an acknowledgement lost in a crash only means that event is sent again (at least
@@ -245,12 +231,6 @@ class Deliverer:
         return self._backoff.delay(failures)
 
 
-async def _try_lock(conn: psycopg.AsyncConnection[Any]) -> bool:
-    cur = await conn.execute("select pg_try_advisory_lock(%s)", (DELIVERY_LOCK,))
-    row = await cur.fetchone()
-    return bool(row and row[0])
-
-
 class _Worker:
     """Delivers one endpoint's events in cursor order, one in flight at a time."""
 
@@ -315,14 +295,3 @@ class _Worker:
                 await asyncio.sleep(delay)
                 break
             scanned = final if complete else acked
-
-
-@contextlib.asynccontextmanager
-async def running(deliverer: Deliverer) -> AsyncIterator[Deliverer]:
-    task = asyncio.create_task(deliverer.run(), name="memql-webhooks")
-    try:
-        yield deliverer
-    finally:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task

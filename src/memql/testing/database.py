@@ -1,0 +1,77 @@
+"""Databases and tenants for tests: a database of its own, a project of its own with a key."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from memql.access.credentials import display_prefix, generate_key, hash_key
+from memql.db import tenants
+from memql.db.migrate import migrate
+from memql.db.pool import owner_connection
+from memql.model import Consumer
+
+
+def url_for_database(url: str, name: str) -> str:
+    """`url` (a postgresql:// URL) naming the database `name` instead of its own."""
+    return urlsplit(url)._replace(path=f"/{name}").geturl()
+
+
+@asynccontextmanager
+async def fresh_database(url: str, *, migrated: bool = True) -> AsyncIterator[str]:
+    """A new, empty database on the server of `url` (migrated unless told otherwise), dropped
+    at the end; yields its URL. For tests that change what a whole database holds (its
+    embedding space) or must not share one."""
+    name = f"memql_{uuid.uuid4().hex[:12]}"
+    async with await owner_connection(url, autocommit=True) as conn:
+        await conn.execute(f'create database "{name}"')
+    try:
+        fresh = url_for_database(url, name)
+        if migrated:
+            await migrate(fresh)
+        yield fresh
+    finally:
+        async with await owner_connection(url, autocommit=True) as conn:
+            await conn.execute(f'drop database "{name}" with (force)')
+
+
+@dataclass(frozen=True)
+class Tenant:
+    project_id: uuid.UUID
+    project_name: str
+    key: str
+
+
+async def make_tenant(
+    database_url: str, consumer: Consumer = Consumer.AGENT, *, name: str | None = None
+) -> Tenant:
+    """A new project (named `name`, or a fresh unique name) and a key of `consumer` for it."""
+    async with await owner_connection(database_url, autocommit=True) as conn:
+        project = await tenants.create_project(conn, name or f"test-{uuid.uuid4().hex[:10]}")
+        if project is None:
+            raise ValueError(f"a project named {name!r} exists already")
+        key = generate_key()
+        await tenants.insert_api_key(conn, project.id, display_prefix(key), hash_key(key), consumer)
+    return Tenant(project.id, project.name, key)
+
+
+async def log_event(database_url: str, project_id: uuid.UUID) -> tuple[int, float]:
+    """One project-scope event written straight into the event log, in a transaction of its
+    own as a write's is (no memory behind it: for measuring delivery alone); its cursor and
+    when COMMIT returned (`time.monotonic`)."""
+    async with await owner_connection(database_url) as conn:
+        cur = await conn.execute(
+            "with tx as materialized (select pg_current_xact_id() as xid)"
+            " insert into memory_events (project_id, scope, owner_id, type, actor_id)"
+            " select %s, 'project', '', 'memory.retired', 'bench' from tx"
+            " where tx.xid is not null returning cursor",
+            (project_id,),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        await conn.commit()
+        return int(row[0]), time.monotonic()

@@ -1,0 +1,166 @@
+"""Fan-out that scales with events, not with events x subscribers: a live event is executed
+once per distinct selection on an instance, and the credentials of all live streams are checked
+again in one pass, one lookup per distinct credential."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from contextlib import AsyncExitStack
+from dataclasses import replace
+
+import websockets
+
+from memql import metrics
+from memql.access.authenticate import Authenticator, policy_from
+from memql.db.pool import open_pool
+from memql.errors import MemqlError, Unauthenticated
+from memql.model import Access, Consumer, Grant, Principal, Scope
+from memql.realtime.recheck import Recheck, Rechecker
+from memql.settings import Settings
+from tests.operations import SAVE
+from tests.ws import EventSubscription
+
+FULL = """
+subscription Full($since: String) {
+  memoryEvents(scope: PROJECT, since: $since) { cursor type memory { content } }
+}
+"""
+CHOOSING = """
+subscription Choosing($withMemory: Boolean!) {
+  memoryEvents(scope: PROJECT) { cursor memory @include(if: $withMemory) { content } }
+}
+"""
+
+
+def counted(name: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name) or 0.0
+
+
+class Custom(EventSubscription):
+    def __init__(self, server, key, user, query, variables) -> None:
+        super().__init__(server, key, user)
+        self.query, self.variables = query, variables
+
+    async def __aenter__(self) -> Custom:
+        self.ws = await websockets.connect(
+            self.url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
+        )
+        await self.ws.send(json.dumps({"type": "connection_init", "payload": self.init}))
+        await self.ws.recv()
+        payload = {"query": self.query, "variables": self.variables}
+        await self.ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
+        return self
+
+
+async def newest(db) -> str:
+    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
+    (cursor,) = await cur.fetchone()
+    return str(cursor)
+
+
+async def test_a_live_event_is_executed_once_per_distinct_selection(server, alice, tenant, db):
+    since = await newest(db)
+    async with AsyncExitStack() as stack:
+        # the same selection, different users and different `since`: one execution between them
+        same = [
+            await stack.enter_async_context(
+                Custom(server, tenant.key, f"watcher-{i}", FULL, {"since": since if i else None})
+            )
+            for i in range(4)
+        ]
+        # a variable used inside the selection makes a distinct rendering
+        bare = await stack.enter_async_context(
+            Custom(server, tenant.key, "bare", CHOOSING, {"withMemory": False})
+        )
+        full = await stack.enter_async_context(
+            Custom(server, tenant.key, "full", CHOOSING, {"withMemory": True})
+        )
+        await asyncio.sleep(0.5)  # every stream subscribed to the live channel
+        before = counted("memql_realtime_event_renders_total")
+        await alice.ok(SAVE, {"input": {"content": "Standup moved to 10:00.", "kind": "EPISODIC",
+                                        "scope": "PROJECT"}})  # fmt: skip
+        seen = [(await s.take(1))[0] for s in same]
+        [without] = await bare.take(1)
+        [with_memory] = await full.take(1)
+        renders = counted("memql_realtime_event_renders_total") - before
+
+    assert all(e == seen[0] for e in seen), seen
+    assert seen[0]["memory"]["content"] == "Standup moved to 10:00."
+    assert (
+        "memory" not in without and with_memory["memory"]["content"] == seen[0]["memory"]["content"]
+    )
+    assert renders == 3  # FULL once for four sockets, CHOOSING once per value of $withMemory
+
+
+def principal_of(tenant, user: str) -> Principal:
+    return Principal(
+        project_id=tenant.project_id,
+        project_name=tenant.project_name,
+        user_id=user,
+        consumer=Consumer.AGENT,
+        grant=Grant(user=Access.READ_WRITE, project=Access.READ_WRITE),
+    )
+
+
+async def test_one_pass_checks_every_stream_with_one_call_per_checker(tenant):
+    calls: list[int] = []
+    withdrawn = {"user-2"}
+
+    async def check_many(credentials) -> list[Principal | MemqlError]:
+        calls.append(len(credentials))
+        outcomes: list[Principal | MemqlError] = []
+        for c in credentials:
+            alice = principal_of(tenant, c["X-User-Id"])
+            if c["X-User-Id"] in withdrawn:
+                alice = replace(alice, grant=Grant(user=Access.READ, project=Access.NONE))
+            outcomes.append(alice)
+        return outcomes
+
+    rechecker = Rechecker(interval=60)
+    woken: list[str] = []
+    async with AsyncExitStack() as stack:
+        watches = [
+            stack.enter_context(
+                rechecker.watch(
+                    Recheck(check_many, {"X-User-Id": f"user-{i}"}),
+                    [Scope.USER, Scope.PROJECT],
+                    lambda i=i: woken.append(f"user-{i}"),
+                )
+            )
+            for i in range(5)
+        ]
+        await rechecker.check_all()
+    assert calls == [5]
+    assert woken == ["user-2"]
+    assert [w.failure is not None for w in watches] == [False, False, True, False, False]
+    assert watches[2].failure is not None and watches[2].failure.code == "FORBIDDEN"
+
+
+async def test_streams_sharing_an_api_key_resolve_it_once_and_all_end_when_it_is_revoked(
+    database_url, tenant, db
+):
+    pool = await open_pool(database_url, min_size=1, max_size=2)
+    try:
+        authenticator = Authenticator(pool, policy_from(Settings(database_url=database_url)))
+        credentials = [
+            [("Authorization", f"Bearer {tenant.key}"), ("X-User-Id", f"user-{i}")]
+            for i in range(5)
+        ]
+        before = counted("memql_realtime_credential_rechecks_total")
+        outcomes = await authenticator.authenticate_many(credentials)
+        assert counted("memql_realtime_credential_rechecks_total") - before == 1
+        assert [o.user_id for o in outcomes if isinstance(o, Principal)] == [
+            f"user-{i}" for i in range(5)
+        ]
+        assert all(o.project_id == tenant.project_id for o in outcomes if isinstance(o, Principal))
+
+        await db.execute(
+            "update api_keys set revoked_at = now() where project_id = %s", (tenant.project_id,)
+        )
+        unknown = [("Authorization", f"Bearer mq_{uuid.uuid4().hex}"), ("X-User-Id", "eve")]
+        outcomes = await authenticator.authenticate_many([*credentials, unknown])
+        assert all(isinstance(o, Unauthenticated) for o in outcomes), outcomes
+    finally:
+        await pool.close()

@@ -1,0 +1,125 @@
+"""`memql import` holds every record to the rules the API applies to what it stores: a file
+with one bad record (NUL, a lone surrogate, a non-finite or overlong number, an oversize or
+malformed field) ends with exit status 2 and a message naming the line and the field, and the
+import is atomic: nothing of the file is written, not even the good records before the bad one.
+Every rule is checked here through `transfer.import_` on the tests' database; the real command
+runs the kinds of refusal and a clean file in tests/cluster/test_import_command.py."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from memql import transfer
+from memql.db.pool import system_connection
+from memql.errors import BadInput
+from memql.settings import Limits
+from memql.testing import make_tenant
+
+
+def record(content: str, **fields: Any) -> dict[str, Any]:
+    """A record as `memql export` writes it."""
+    return {
+        "id": str(uuid.uuid4()),
+        "scope": "user",
+        "owner_id": "alice",
+        "kind": "topical",
+        "content": content,
+        "key": None,
+        "category": "general",
+        "pinned": False,
+        "source_thread_ids": ["t1"],
+        "source": {"tool": "chat"},
+        "created_by": "alice",
+        "created_at": "2026-01-02T03:04:05+00:00",
+        "updated_at": "2026-01-02T03:04:05+00:00",
+        "expires_at": None,
+        "invalidated_at": None,
+        "invalidation_reason": None,
+        "supersedes": None,
+        "superseded_by": None,
+        "embedding_model": "all-MiniLM-L6-v2",
+        "occurred_at": None,
+        **fields,
+    }
+
+
+def line(rec: dict[str, Any]) -> str:
+    # allow_nan: the file may hold what Python's json reads (NaN, Infinity), as a hostile or
+    # hand-edited file would
+    return json.dumps(rec, ensure_ascii=True, allow_nan=True)
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+# (the bad second line, the field its error must name)
+BAD_LINES = {
+    "nul-in-content": (line(record("Uses\x00Vim.")), "content"),
+    "lone-surrogate-in-category": (line(record("Uses Vim.", category="\ud800x")), "category"),
+    "nul-in-a-thread-id": (
+        line(record("Uses Vim.", source_thread_ids=["a\x00"])),
+        "source_thread_ids",
+    ),
+    "nul-in-a-source-key": (line(record("Uses Vim.", source={"k\x00": 1})), "source"),
+    "nan-in-source": (line(record("Uses Vim.", source={"score": float("nan")})), "source"),
+    "overflowing-float-in-source": (
+        line(record("Uses Vim.")).replace('"tool": "chat"', '"score": 1e400'),
+        "source",
+    ),
+    "integer-beyond-64-bits-in-source": (line(record("Uses Vim.", source={"n": 2**70})), "source"),
+    "source-nested-past-the-limit": (
+        line(record("Uses Vim.")).replace('{"tool": "chat"}', '{"a": ' + nested(40) + "}"),
+        "source",
+    ),
+    "oversize-content": (line(record("x" * 8193)), "content"),
+    "empty-content": (line(record("   ")), "content"),
+    "too-many-thread-ids": (
+        line(record("Uses Vim.", source_thread_ids=[str(i) for i in range(101)])),
+        "source_thread_ids",
+    ),
+    "key-not-a-slug": (line(record("Uses Vim.", key="no spaces allowed")), "key"),
+    "category-over-a-line": (line(record("Uses Vim.", category="a\rb")), "category"),
+    "source-not-an-object": (line(record("Uses Vim.", source=[1, 2])), "source"),
+    "owner-with-a-control-character": (line(record("Uses Vim.", owner_id="al\x07ice")), "owner_id"),
+    "project-memory-with-an-owner": (line(record("Uses Vim.", scope="project")), "owner_id"),
+    "unknown-invalidation-reason": (
+        line(
+            record(
+                "Uses Vim.",
+                invalidated_at="2026-01-03T00:00:00+00:00",
+                invalidation_reason="deleted",
+            )
+        ),
+        "invalidation_reason",
+    ),
+}
+
+
+async def stored(db, project_id: uuid.UUID) -> int:
+    cur = await db.execute("select count(*) from memories where project_id = %s", (project_id,))
+    (count,) = await cur.fetchone()
+    return int(count)
+
+
+def file_with(bad: str) -> list[str]:
+    """Three lines, the second bad."""
+    return [line(record("Prefers tea.")), bad, line(record("Lives in Oslo."))]
+
+
+@pytest.mark.parametrize(("bad", "field"), BAD_LINES.values(), ids=BAD_LINES.keys())
+async def test_an_import_with_one_bad_record_names_its_line_and_field_and_writes_nothing(
+    database_url, db, embedder, bad, field
+):
+    tenant = await make_tenant(database_url)
+    async with await system_connection(database_url) as conn:
+        with pytest.raises(BadInput) as refused:
+            await transfer.import_(conn, tenant.project_id, file_with(bad), embedder, Limits())
+    assert refused.value.message.startswith("line 2: ")
+    assert f"`{field}`" in refused.value.message
+    assert refused.value.extensions == {"line": 2, "field": field}
+    assert await stored(db, tenant.project_id) == 0

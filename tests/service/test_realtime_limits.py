@@ -1,0 +1,113 @@
+"""A stream's limits, on the real service, database and in-memory broadcast: a subscriber too
+far behind is closed with the cursor to resume from; a withdrawn grant ends the stream."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+
+import pytest
+
+from memql import metrics
+from memql.errors import Forbidden, MemqlError, SubscriberBehind
+from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
+from memql.realtime.recheck import Recheck
+from memql.runtime import open_memql
+from memql.service import MemoryService
+from memql.settings import Settings
+
+
+@asynccontextmanager
+async def service_with(database_url, embedder, **limits) -> AsyncIterator[MemoryService]:
+    settings = Settings(database_url=database_url, pool_min_size=1, pool_max_size=4, **limits)
+    async with open_memql(settings, embedder=embedder) as memql:
+        yield memql.service
+
+
+def principal_of(tenant, user: str) -> Principal:
+    return Principal(
+        project_id=tenant.project_id,
+        project_name=tenant.project_name,
+        user_id=user,
+        consumer=Consumer.AGENT,
+        grant=Grant(user=Access.READ_WRITE, project=Access.READ_WRITE),
+    )
+
+
+async def newest_cursor(db) -> str:
+    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
+    (cursor,) = await cur.fetchone()
+    return str(cursor)
+
+
+def closed_behind() -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "memql_realtime_streams_closed_total", {"code": "SUBSCRIBER_BEHIND"}
+    )
+    return value or 0.0
+
+
+def note(i: int) -> NewMemory:
+    return NewMemory(content=f"Reading {i}: {uuid.uuid4()}", kind=Kind.EPISODIC)
+
+
+async def test_a_subscriber_too_far_behind_is_closed_with_the_cursor_to_resume_from(
+    database_url, embedder, tenant, db
+):
+    closed_before = closed_behind()
+    async with service_with(database_url, embedder, subscriber_queue=3) as service:
+        alice = principal_of(tenant, "alice")
+        slow = service.memory_events(alice, since=await newest_cursor(db))
+        fast = service.memory_events(alice, since=await newest_cursor(db))
+        await service.save(alice, note(0))
+        first = await anext(slow)
+        await anext(fast)
+
+        async def keep_up() -> list[int]:
+            return [(await anext(fast)).cursor for _ in range(10)]
+
+        reader = asyncio.create_task(keep_up())
+        for i in range(1, 11):
+            await service.save(alice, note(i))
+        # once the fast one has all ten, the relay has put them in the slow one's inbox too
+        assert len(await asyncio.wait_for(reader, 10)) == 10
+
+        with pytest.raises(SubscriberBehind) as behind:
+            await anext(slow)
+        assert behind.value.extensions["since"] == str(first.cursor)
+        await fast.aclose()
+    assert closed_behind() == closed_before + 1
+
+
+async def test_a_grant_withdrawn_while_streaming_ends_the_stream(database_url, embedder, tenant):
+    async with service_with(database_url, embedder, auth_recheck_seconds=0.2) as service:
+        alice = principal_of(tenant, "alice")
+        grant = alice.grant
+
+        async def check_many(credentials) -> list[Principal | MemqlError]:
+            return [replace(alice, grant=grant) for _ in credentials]
+
+        stream = service.memory_events(alice, recheck=Recheck(check_many, {}))
+        waiting = asyncio.create_task(anext(stream))
+        await asyncio.sleep(0.5)
+        assert not waiting.done(), "the stream ended while the grant still allowed it"
+        grant = Grant(user=Access.NONE, project=Access.READ)
+        with pytest.raises(Forbidden) as ended:
+            await asyncio.wait_for(waiting, 5)
+        assert ended.value.extensions["reason"] == "grant-withdrawn"
+
+
+async def test_subscribing_to_a_scope_the_grant_cannot_read_is_forbidden(
+    database_url, embedder, tenant
+):
+    async with service_with(database_url, embedder) as service:
+        reader = replace(
+            principal_of(tenant, "alice"), grant=Grant(user=Access.READ, project=Access.NONE)
+        )
+        from memql.model import Scope
+
+        with pytest.raises(Forbidden):
+            service.memory_events(reader, scope=Scope.PROJECT)

@@ -1,0 +1,34 @@
+"""The Python client's event stream without a server: the opening message, and which refusals
+it resumes from."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memql.client import SubscriberBehind
+from memql.client.events import EventStream
+
+
+def test_a_stream_told_it_fell_behind_resumes_from_the_cursor_the_server_gave():
+    stream = EventStream({"Authorization": "Bearer k", "X-User-Id": "u"}, None, since="7")
+    subscribe = json.loads(stream.opening()[1])
+    assert subscribe["payload"]["variables"] == {"scope": None, "since": "7"}
+    behind = {
+        "type": "next",
+        "id": "events",
+        "payload": {
+            "errors": [
+                {"message": "behind", "extensions": {"code": "SUBSCRIBER_BEHIND", "since": "42"}}
+            ]
+        },
+    }
+    with pytest.raises(SubscriberBehind) as error:
+        stream.receive(json.dumps(behind))
+    assert stream.resumable(error.value)
+    assert json.loads(stream.opening()[1])["payload"]["variables"]["since"] == "42"
+    refused = {"type": "error", "id": "events", "payload": [{"extensions": {"code": "FORBIDDEN"}}]}
+    with pytest.raises(Exception) as forbidden:
+        stream.receive(json.dumps(refused))
+    assert not stream.resumable(forbidden.value)
