@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from urllib.parse import urlparse
 
 import pytest
 
@@ -17,6 +16,7 @@ from memql.client import (
     Unauthenticated,
 )
 from memql.model import SaveOutcome, Scope
+from tests.proxy import Gate
 
 
 async def test_the_async_client_pages_through_lists_and_retires_restores_and_erases(server, tenant):
@@ -72,47 +72,6 @@ async def test_the_sync_client_works_the_same_from_a_thread(server, tenant):
     assert outcome is SaveOutcome.CREATED
     assert contents == ["Allergic to peanuts."]
     assert text.splitlines()[-1] == "- [pinned · general · topical] Allergic to peanuts."
-
-
-class Gate:
-    """A TCP forwarder in front of the server that can be cut (every connection dropped and
-    new ones refused) and opened again on the same port, as a network outage would."""
-
-    def __init__(self, target: str) -> None:
-        parsed = urlparse(target)
-        self.host, self.target_port = parsed.hostname or "127.0.0.1", parsed.port
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def open(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
-        self._writers |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    async def cut(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in self._writers:
-            writer.close()
-        self._writers.clear()
-        await self._server.wait_closed()
 
 
 async def test_a_cut_event_stream_resumes_from_its_last_cursor_without_gap_or_duplicate(
