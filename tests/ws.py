@@ -92,9 +92,13 @@ class EventSubscription:
     async def take(self, count: int, within: float = 20.0) -> list[dict[str, Any]]:
         """Exactly `count` events, waiting at most `within` seconds for all of them."""
         events: list[dict[str, Any]] = []
-        async with asyncio.timeout(within):
-            while len(events) < count:
-                events.append(await self.next(within))
+        try:
+            async with asyncio.timeout(within):
+                while len(events) < count:
+                    events.append(await self.next(within))
+        except TimeoutError:
+            arrived = [e.get("cursor") for e in events]
+            raise AssertionError(f"{len(events)} of {count} events arrived: {arrived}") from None
         return events
 
     async def quiet(self, seconds: float = 1.0) -> list[dict[str, Any]]:

@@ -119,11 +119,6 @@ async def test_a_rolled_back_event_does_not_hold_back_later_ones(
     assert [e["cursor"] for e in events] == await cursors_in_log(db, tenant.project_id, "alice")
 
 
-@pytest.mark.xfail(
-    reason="known defect: with saves this fast, one event of 36 concurrent writes by three owners"
-    " (user and project scope) can miss a subscriber while the cursors around it arrive",
-    strict=False,
-)
 async def test_concurrent_writes_of_many_owners_reach_each_subscriber_exactly_once(
     server, http, tenant, db
 ):
@@ -149,7 +144,10 @@ async def test_concurrent_writes_of_many_owners_reach_each_subscriber_exactly_on
         await asyncio.gather(*writes)
         for user, sub in zip(users, subs, strict=True):
             expected = await cursors_in_log(db, tenant.project_id, user)
-            received = await sub.take(len(expected))
+            try:
+                received = await sub.take(len(expected))
+            except AssertionError as missing:
+                raise AssertionError(f"{user}: expected {expected}; {missing}") from None
             assert [e["cursor"] for e in received] == expected
             assert await sub.quiet(0.3) == []
     finally:

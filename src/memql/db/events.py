@@ -49,10 +49,15 @@ def _event(row: dict[str, Any]) -> MemoryEvent:
 @dataclass(frozen=True)
 class Gap:
     """Cursor `cursor` was missing while later ones were committed. Its transaction, if it is
-    still running, is one of `xids` (the transactions in progress when the gap was seen)."""
+    still running, is one of `xids` (the transactions that held an id when the gap was seen)."""
 
     cursor: int
     xids: tuple[str, ...]
+
+    @property
+    def decided(self) -> bool:
+        """Nothing was running when it was seen: the next read settles it, without waiting."""
+        return not self.xids
 
 
 @dataclass(frozen=True)
@@ -62,31 +67,45 @@ class FinalEvents:
     waiting: Gap | None
 
 
+# Transactions holding an id right now, read from the lock table: every transaction holds an
+# exclusive lock on its own id from the moment it takes one until it has ended, and the lock is
+# released only after its commit is visible to new snapshots. (A snapshot's in-progress list
+# is not enough: it omits running transactions whose id is above the snapshot's xmax, which is
+# where a transaction that took its id after the newest completed one sits.)
+_RUNNING = (
+    "select array(select transactionid::text from pg_locks"
+    " where locktype = 'transactionid' and mode = 'ExclusiveLock' and granted)"
+)
+_ANY_RUNNING = (
+    "select exists(select from pg_locks where locktype = 'transactionid'"
+    " and mode = 'ExclusiveLock' and granted and transactionid::text = any(%s::text[]))"
+)
+
+
 async def read_final(conn: Conn, after: int, gap: Gap | None, limit: int) -> FinalEvents:
     """Events after `after` in cursor order, stopping before any cursor that may still appear.
 
     Cursors are drawn at insert but transactions commit in any order, so a committed cursor may
     have a missing predecessor whose transaction is still running. Every event's transaction
-    takes its id before drawing its cursor (insert_event), so the holder of a missing
-    cursor was in progress in the snapshot that saw the gap, or it has ended (aborted, or its
-    event was erased). A gap is passed once every transaction in progress when it was seen has
-    ended; by then its cursor either is visible or never will be.
+    takes its id before drawing its cursor (insert_event), so the holder of a missing cursor
+    held an id before the snapshot that saw the gap was taken: it was among the transactions
+    running just after that snapshot, or it had ended by then (it committed after the snapshot,
+    it aborted, or its event was erased). A gap is passed once every transaction running when
+    it was seen has ended, and only by a read whose snapshot was taken after that: its cursor
+    then either is visible or never will be.
 
-    `conn` is in autocommit mode; the read runs in one repeatable-read snapshot.
+    `conn` is in autocommit mode; the events are read in one repeatable-read snapshot.
     """
+    gap_ended = True
+    if gap is not None and gap.xids:
+        # asked before the snapshot below is taken, so a commit seen ended here is visible there
+        cur = await conn.execute(_ANY_RUNNING, (list(gap.xids),))
+        row = await cur.fetchone()
+        gap_ended = not (row and row[0])
     async with conn.transaction():
         await conn.execute("set transaction isolation level repeatable read, read only")
-        cur = await conn.execute(
-            "select array(select pg_snapshot_xip(pg_current_snapshot())::text),"
-            " coalesce((select bool_and(pg_visible_in_snapshot(x::xid8, pg_current_snapshot()))"
-            "           from unnest(%s::text[]) x), true)",
-            (list(gap.xids) if gap else [],),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        in_progress: list[str] = row[0]
-        gap_ended: bool = row[1]
         async with conn.cursor(row_factory=dict_row) as c:
+            # the transaction's first read: it takes the snapshot
             await c.execute(
                 f"""
                 select {_EVENT_COLUMNS}
@@ -96,17 +115,25 @@ async def read_final(conn: Conn, after: int, gap: Gap | None, limit: int) -> Fin
                 (after, limit),
             )
             rows = await c.fetchall()
+        running = await _running(conn)
     passed = gap.cursor if gap is not None and gap_ended else None
     accepted: list[MemoryEvent] = []
     expected = after + 1
     for r in rows:
         event = _event(r)
-        if event.cursor != expected and expected != passed and in_progress:
+        if event.cursor != expected and expected != passed:
             waiting = gap if gap is not None and gap.cursor == expected else None
-            return FinalEvents(accepted, waiting or Gap(expected, tuple(in_progress)))
+            return FinalEvents(accepted, waiting or Gap(expected, tuple(running)))
         accepted.append(event)
         expected = event.cursor + 1
     return FinalEvents(accepted, None)
+
+
+async def _running(conn: Conn) -> list[str]:
+    cur = await conn.execute(_RUNNING)
+    row = await cur.fetchone()
+    assert row is not None
+    return list(row[0])
 
 
 async def replay(
@@ -198,22 +225,17 @@ async def mark_published(conn: Conn, published: int) -> None:
 
 async def final_position(conn: Conn, poll: float = 0.05) -> int:
     """A cursor up to which every event is final: the newest committed one, once every
-    transaction in progress when it was read has ended (one of them may hold a lower cursor)."""
-    cur = await conn.execute(
-        "select coalesce(max(cursor), 0),"
-        " array(select pg_snapshot_xip(pg_current_snapshot())::text) from memory_events"
-    )
+    transaction running just after it was read has ended (one of them may hold a lower
+    cursor)."""
+    cur = await conn.execute("select coalesce(max(cursor), 0) from memory_events")
     row = await cur.fetchone()
     assert row is not None
-    newest, xids = int(row[0]), list(row[1])
+    newest = int(row[0])
+    xids = await _running(conn)
     while xids:
-        cur = await conn.execute(
-            "select coalesce(bool_and(pg_visible_in_snapshot(x::xid8, pg_current_snapshot())),"
-            " true) from unnest(%s::text[]) x",
-            (xids,),
-        )
-        done = await cur.fetchone()
-        if done and done[0]:
+        cur = await conn.execute(_ANY_RUNNING, (xids,))
+        still = await cur.fetchone()
+        if not (still and still[0]):
             break
         await asyncio.sleep(poll)
     return newest

@@ -89,7 +89,8 @@ class Inbox:
 
 @dataclass
 class _Channel:
-    inboxes: set[Inbox] = field(default_factory=set)
+    # by route (an owner's key within the channel, see `wire.route`)
+    inboxes: dict[str, set[Inbox]] = field(default_factory=dict)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -159,26 +160,33 @@ class EventBus:
             raise BusUnavailable(f"publishing failed: {exc}") from exc
 
     @asynccontextmanager
-    async def inbox(self, channels: Iterable[str], limit: int) -> AsyncIterator[Inbox]:
-        """A mailbox receiving `channels`. When it is yielded, every message published from
-        then on reaches it, unless the bus is reconnecting (it then gets `resync` later)."""
+    async def inbox(self, routes: Iterable[tuple[str, str]], limit: int) -> AsyncIterator[Inbox]:
+        """A mailbox receiving the events of `routes`, pairs of (channel, route within it).
+        When it is yielded, every message published from then on reaches it, unless the bus is
+        reconnecting (it then gets `resync` later). Messages of one channel arrive in the order
+        they were published."""
         box = Inbox(limit)
-        names = list(dict.fromkeys(channels))
-        for name in names:
+        wanted = list(dict.fromkeys(routes))
+        for name, route in wanted:
             channel = self._channels.get(name)
             if channel is None:
                 channel = self._channels[name] = _Channel()
                 self._start_pump(name, channel)
-            channel.inboxes.add(box)
+            channel.inboxes.setdefault(route, set()).add(box)
+        names = list(dict.fromkeys(name for name, _ in wanted))
         try:
             await self._until_ready(names)
             yield box
         finally:
-            for name in names:
+            for name, route in wanted:
                 channel = self._channels.get(name)
                 if channel is None:
                     continue
-                channel.inboxes.discard(box)
+                boxes = channel.inboxes.get(route)
+                if boxes is not None:
+                    boxes.discard(box)
+                    if not boxes:
+                        del channel.inboxes[route]
                 if not channel.inboxes:
                     del self._channels[name]
                     if channel.task is not None:
@@ -219,7 +227,7 @@ class EventBus:
                     except (ValueError, KeyError, TypeError):
                         log.warning("ignoring a malformed message on %s", name)
                         continue
-                    for box in list(channel.inboxes):
+                    for box in list(channel.inboxes.get(wire.event_route(decoded), ())):
                         box.push(decoded)
         except asyncio.CancelledError:
             raise
@@ -307,8 +315,9 @@ class EventBus:
             if self.reconnects:
                 log.warning("broadcast reconnected; subscribers resynchronise from the event log")
             for channel in self._channels.values():
-                for box in channel.inboxes:
-                    box.mark_resync()
+                for boxes in channel.inboxes.values():
+                    for box in boxes:
+                        box.mark_resync()
             await self._watch()
             self.reconnects += 1
             await self._disconnect()

@@ -3,7 +3,7 @@
 Each write's transaction inserts its event row; a trigger sends `NOTIFY memql_events` with the
 cursor. The relay wakes on a notification (or every `poll` seconds), reads the events that are
 final (see `db.events.read_final`: a cursor is published only once no lower one can still
-commit), and publishes each on its owner's channel.
+commit), and publishes each on its project's channel, in cursor order.
 
 With Redis, one relay is active across all instances: the holder of a PostgreSQL advisory lock
 on its own connection. When that connection ends (the process died) another instance takes the
@@ -95,6 +95,8 @@ class Relay(Supervised):
                     if self._shared:
                         await db_events.mark_published(conn, last)
                     position = last
+                    continue
+                if gap is not None and gap.decided:
                     continue
                 # the backlog of notifications comes at once; then wait for the next one
                 async for _ in conn.notifies(timeout=self._poll, stop_after=1):

@@ -61,10 +61,11 @@ async def stream_events(
     limits: StreamLimits,
 ) -> AsyncIterator[MemoryEvent]:
     """The principal's events in `scopes`, in cursor order, each once."""
-    channels = [wire.channel(principal.project_id, s, principal.owner_for(s)) for s in scopes]
+    channel = wire.channel(principal.project_id)
+    routes = [(channel, wire.route(s, principal.owner_for(s))) for s in scopes]
     metrics.SUBSCRIPTIONS.inc()
     try:
-        async with bus.inbox(channels, limits.queue) as inbox:
+        async with bus.inbox(routes, limits.queue) as inbox:
             with contextlib.ExitStack() as watching:
                 watch = None
                 if recheck is not None:

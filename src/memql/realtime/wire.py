@@ -1,8 +1,7 @@
-"""Events as they travel between instances: one JSON text per event, on one channel per owner."""
+"""Events as they travel between instances: one JSON text per event, on one channel per project."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 
@@ -12,17 +11,27 @@ from memql.model import MemoryEvent, Scope
 CHANNEL_PREFIX = "memql:events"
 
 
-def channel(project_id: uuid.UUID, scope: Scope, owner_id: str) -> str:
-    """The channel of one owner's events: an instance subscribes only to the owners its
-    subscribers follow. User ids are hashed to keep channel names short and plain."""
-    if scope is Scope.PROJECT:
-        return f"{CHANNEL_PREFIX}:{project_id}:project"
-    digest = hashlib.sha256(owner_id.encode()).hexdigest()[:32]
-    return f"{CHANNEL_PREFIX}:{project_id}:user:{digest}"
+def channel(project_id: uuid.UUID) -> str:
+    """The channel of one project's events.
+
+    One channel per project, not per owner: the relay publishes in cursor order, and only one
+    channel keeps that order all the way to a subscriber that follows several owners (its own
+    and the project's). Over two channels, two readers could hand a later cursor on before an
+    earlier one, and the earlier one would then be dropped as already seen."""
+    return f"{CHANNEL_PREFIX}:{project_id}"
+
+
+def route(scope: Scope, owner_id: str) -> str:
+    """Within a project's channel, the key of one owner's events."""
+    return "project" if scope is Scope.PROJECT else f"user:{owner_id}"
 
 
 def event_channel(event: MemoryEvent) -> str:
-    return channel(event.project_id, event.scope, event.owner_id)
+    return channel(event.project_id)
+
+
+def event_route(event: MemoryEvent) -> str:
+    return route(event.scope, event.owner_id)
 
 
 def encode(event: MemoryEvent) -> str:

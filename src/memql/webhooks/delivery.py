@@ -162,6 +162,8 @@ class Deliverer(Supervised):
                     if worker.webhook.project_id in projects:
                         worker.wake.set()
                 continue
+            if gap is not None and gap.decided:
+                continue
             # the backlog of notifications comes at once; then wait for the next one
             async for notify in conn.notifies(timeout=self._poll, stop_after=1):
                 if notify.channel == ENDPOINTS_CHANNEL:
