@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from memql.db import events as db_events
-from tests.conftest import Tenant
+from memql.testing import Tenant
 
 Conn = psycopg.AsyncConnection[Any]
 

@@ -13,7 +13,7 @@ import pytest
 from memql.model import MemoryEvent, Scope
 from memql.realtime import wire
 from memql.realtime.bus import EventBus
-from tests.cluster import RedisProcess
+from memql.testing import RedisProcess
 
 
 def event(cursor: int, project: uuid.UUID, scope: Scope, owner: str) -> MemoryEvent:
