@@ -39,8 +39,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from memql.db import tenants
-from memql.db.pool import owner_connection
+from memql.db.pool import system_connection
 from memql.runtime import open_database, open_embedder
 from memql.settings import Settings
 from memql.testing import make_tenant
@@ -208,18 +207,17 @@ async def main() -> int:
                         times[worker.peer].append(reply["ms"])
 
         # memql import of the same memories, into a second project (what `memql import` runs)
-        async with open_embedder(settings) as embedder, await owner_connection(url) as conn:
+        async with open_embedder(settings) as embedder, await system_connection(url) as conn:
             buffer = io.StringIO()
             await export(conn, tenant.project_id, buffer)
             await conn.commit()
-            target = await tenants.create_project(conn, f"import-{uuid.uuid4().hex[:6]}")
-            await conn.commit()
+            target = await make_tenant(url)
             lines = buffer.getvalue().splitlines()
             # fresh ids: the same memories again, not the exported rows (which exist)
             lines = [json.dumps({**json.loads(line), "id": str(uuid.uuid4())})
                      for line in lines]  # fmt: skip
             started = time.perf_counter()
-            imported, _ = await import_(conn, target.id, lines, embedder)
+            imported, _ = await import_(conn, target.project_id, lines, embedder, settings.limits)
             import_rate = imported / (time.perf_counter() - started)
 
         print(f"\n{len(memories)} memories, {len(queries)} queries x {args.rounds} rounds\n")
