@@ -77,6 +77,11 @@ EVENT_RENDERS = Counter(
     "Subscription selections executed on an event (once per distinct selection, not per socket)",
     registry=REGISTRY,
 )
+LIVE_WRITES = Counter(
+    "memql_realtime_live_writes",
+    "Live events written to a socket with a selection already executed for another subscriber",
+    registry=REGISTRY,
+)
 CREDENTIAL_RECHECKS = Counter(
     "memql_realtime_credential_rechecks",
     "Distinct credentials of live streams resolved again (one per API key or token per pass)",

@@ -20,7 +20,7 @@ from memql.model import Access, Consumer, Grant, Principal, Scope
 from memql.realtime.recheck import Recheck, Rechecker
 from memql.settings import Settings
 from tests.operations import SAVE
-from tests.ws import EventSubscription
+from tests.ws import EventSubscription, WsSession
 
 FULL = """
 subscription Full($since: String) {
@@ -164,3 +164,40 @@ async def test_streams_sharing_an_api_key_resolve_it_once_and_all_end_when_it_is
         assert all(isinstance(o, Unauthenticated) for o in outcomes), outcomes
     finally:
         await pool.close()
+
+
+async def test_live_events_written_straight_to_sockets_are_each_protocols_own_messages(
+    server, alice, tenant
+):
+    """Subscribers after the first of a selection get the event written straight to their
+    socket: still the protocol's own message, with each subscription's own id, on both
+    protocols and with several subscriptions on one socket."""
+    init = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "watcher"}
+    async with AsyncExitStack() as stack:
+        sessions = [
+            await stack.enter_async_context(WsSession(server, init, protocol))
+            for protocol in ("graphql-transport-ws", "graphql-ws", "graphql-transport-ws")
+        ]
+        ids = [{await s.start(FULL), await s.start(FULL)} for s in sessions]
+        await asyncio.sleep(0.5)  # every stream subscribed to the live channel
+        renders = counted("memql_realtime_event_renders_total")
+        writes = counted("memql_realtime_live_writes_total")
+        await alice.ok(SAVE, {"input": {"content": "Release freeze on Friday.", "kind": "EPISODIC",
+                                        "scope": "PROJECT"}})  # fmt: skip
+        received = [
+            [json.loads(await asyncio.wait_for(s.ws.recv(), 10)) for _ in range(2)]
+            for s in sessions
+        ]
+        renders = counted("memql_realtime_event_renders_total") - renders
+        writes = counted("memql_realtime_live_writes_total") - writes
+
+    event = received[0][0]["payload"]["data"]["memoryEvents"]
+    assert event["memory"] == {"content": "Release freeze on Friday."}
+    for session, own, messages in zip(sessions, ids, received, strict=True):
+        assert {m["id"] for m in messages} == own
+        for message in messages:
+            assert set(message) == {"id", "type", "payload"}
+            assert message["type"] == ("data" if session.legacy else "next")
+            assert message["payload"] == {"data": {"memoryEvents": event}}
+    # one execution for six subscriptions; the other five written as encoded
+    assert (renders, writes) == (1, 5)

@@ -23,6 +23,11 @@ from strawberry.subscriptions import (
     GRAPHQL_WS_PROTOCOL,
     MULTIPART_SUBSCRIPTION_PROTOCOL,
 )
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
+from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
@@ -38,7 +43,7 @@ from memql.errors import (
 )
 from memql.graphql import persisted
 from memql.graphql.context import Context
-from memql.graphql.rendering import encode_once
+from memql.graphql.rendering import encode_once, graphql_ws_sink, live_sink, transport_ws_sink
 from memql.http_errors import error_response
 from memql.service import MemoryService
 
@@ -67,6 +72,34 @@ class AuthoriseEachOperation(SchemaExtension):
             credentials = connection_headers(context.connection_params)
             self.execution_context.context = await context.for_operation(credentials)
         yield
+
+
+class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws, with each operation's live events written by its stream straight
+    to the socket (`rendering.LiveSink`)."""
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        # the operation's own task: the sink is seen by its resolver only
+        ws = getattr(self.websocket, "ws", None)
+        if isinstance(ws, WebSocket):
+            live_sink.set(transport_ws_sink(ws.send_text, operation.id))
+        await super().run_operation(operation)
+
+
+class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
+    """graphql-ws (legacy), with live events written like `TransportWSHandler`'s."""
+
+    async def handle_async_results(
+        self,
+        operation_id: str,
+        query: str,
+        operation_name: str | None,
+        variables: dict[str, object] | None,
+    ) -> None:
+        ws = getattr(self.websocket, "ws", None)
+        if isinstance(ws, WebSocket):
+            live_sink.set(graphql_ws_sink(ws.send_text, operation_id))
+        await super().handle_async_results(operation_id, query, operation_name, variables)
 
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
@@ -108,6 +141,9 @@ STREAM_NEEDED = (
 class GraphQLApp(GraphQL[Context, None]):
     """Strawberry's endpoint plus credentials per request, automatic persisted queries, and
     JSON refusals (`errors[].extensions.code`) where Strawberry answers in plain text."""
+
+    graphql_transport_ws_handler_class = TransportWSHandler
+    graphql_ws_handler_class = LegacyWSHandler
 
     def __init__(
         self,

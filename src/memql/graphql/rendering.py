@@ -16,12 +16,16 @@ every reader the stream admits); `visibility` is where a viewer-dependent field 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from graphql import OperationType, VariableNode, visit
 from graphql.language import Visitor
+from starlette.websockets import WebSocketDisconnect
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from memql import metrics, model
@@ -93,6 +97,37 @@ def _variables_inside(operation: Any) -> tuple[str, ...]:
     return names
 
 
+def render_key(operation: Any, variables: Mapping[str, Any], context: Any) -> Hashable:
+    """What the rendering of an event depends on: the operation, the values of the variables
+    used inside its selection (`variables`: coerced) and the reader's visibility. The same for
+    every event of one subscription."""
+    used = tuple(
+        (name, json.dumps(variables.get(name), sort_keys=True, default=str))
+        for name in _variables_inside(operation)
+    )
+    return (id(operation), used, visibility(context))
+
+
+class _Render:
+    """One execution of a selection on an event, and the JSON of its `data`."""
+
+    __slots__ = ("_data", "operation", "result")
+
+    def __init__(self, operation: Any, result: Any) -> None:
+        self.operation = operation
+        self.result = result
+        self._data: str | None = None
+
+    def data(self) -> str | None:
+        """The JSON of `data`, encoded once; None when the result carries errors (those go
+        through GraphQL's own error handling)."""
+        if self.result.errors:
+            return None
+        if self._data is None:
+            self._data = json.dumps(self.result.data, separators=(",", ":"))
+        return self._data
+
+
 class RenderOnce(StrawberryGraphQLCoreExecutionContext):
     """Executes a subscription event once per distinct selection and visibility."""
 
@@ -101,26 +136,31 @@ class RenderOnce(StrawberryGraphQLCoreExecutionContext):
         renders = getattr(root, "renders", None)
         if renders is None or self.operation.operation is not OperationType.SUBSCRIPTION:
             return super().execute_operation(serially)
-        values = self.variable_values.coerced
-        used = tuple(
-            (name, json.dumps(values.get(name), sort_keys=True, default=str))
-            for name in _variables_inside(self.operation)
-        )
-        key = (id(self.operation), used, visibility(self.context_value))
+        key = render_key(self.operation, self.variable_values.coerced, self.context_value)
         found = renders.get(key)
-        if found is not None and found[0] is self.operation:
-            return found[1]
+        if found is not None and found.operation is self.operation:
+            return found.result
         metrics.EVENT_RENDERS.inc()
         result = super().execute_operation(serially)
         if hasattr(result, "__await__"):
             return self._keep(renders, key, result)
-        renders[key] = (self.operation, result)
+        renders[key] = _Render(self.operation, result)
         return result
 
     async def _keep(self, renders: dict[Any, Any], key: Any, pending: Any) -> Any:
         result = await pending
-        renders[key] = (self.operation, result)
+        renders[key] = _Render(self.operation, result)
         return result
+
+
+def rendered_data(event: types.MemoryEvent, operation: Any, key: Hashable) -> str | None:
+    """The JSON `data` of `operation` on `event` if it was executed already (`key`:
+    `render_key`) without errors; None otherwise."""
+    found = event.renders.get(key) if event.renders is not None else None
+    if found is None or found.operation is not operation:
+        return None
+    data: str | None = found.data()
+    return data
 
 
 class _EncodedData:
@@ -152,3 +192,42 @@ def encode_once(message: object) -> str | None:
         return None
     data = _encoded.encode(payload["data"])
     return f'{{"id":{json.dumps(message["id"])},"type":"next","payload":{{"data":{data}}}}}'
+
+
+class LiveSink:
+    """Where a websocket subscription writes its live events: straight to the socket, in the
+    operation's own message (`head` is that message up to its `data`), with the data encoded
+    once for every subscriber. The per-result machinery (execution, extensions, the message
+    dictionary and its JSON) is for the events that need it: the first of each selection,
+    replays, errors."""
+
+    __slots__ = ("_head", "_send_text")
+
+    def __init__(self, send_text: Callable[[str], Awaitable[None]], head: str) -> None:
+        self._send_text = send_text
+        self._head = head
+
+    async def send(self, data: str) -> None:
+        metrics.LIVE_WRITES.inc()
+        try:
+            await self._send_text(f"{self._head}{data}}}}}")
+        except WebSocketDisconnect:
+            # the connection is gone: its handler sees the close and cancels this operation,
+            # which is how a subscription ends whether or not it was writing at that moment
+            await asyncio.get_running_loop().create_future()
+
+
+# the sink of the websocket operation running in the current task, if any
+live_sink: ContextVar[LiveSink | None] = ContextVar("memql_live_sink", default=None)
+
+
+def transport_ws_sink(send_text: Callable[[str], Awaitable[None]], operation_id: str) -> LiveSink:
+    """graphql-transport-ws: `{"id": …, "type": "next", "payload": {"data": …}}`."""
+    head = f'{{"id":{json.dumps(operation_id)},"type":"next","payload":{{"data":'
+    return LiveSink(send_text, head)
+
+
+def graphql_ws_sink(send_text: Callable[[str], Awaitable[None]], operation_id: str) -> LiveSink:
+    """graphql-ws (legacy): `{"type": "data", "id": …, "payload": {"data": …}}`."""
+    head = f'{{"type":"data","id":{json.dumps(operation_id)},"payload":{{"data":'
+    return LiveSink(send_text, head)

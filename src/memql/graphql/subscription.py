@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 import strawberry
 
 from memql.errors import BadInput
 from memql.graphql.asgi import connection_headers
 from memql.graphql.context import Info
-from memql.graphql.rendering import shared_event
+from memql.graphql.rendering import live_sink, render_key, rendered_data, shared_event
 from memql.graphql.types import MemoryEvent, MemoryScope
 from memql.realtime.recheck import Credentials, Recheck
 
@@ -41,5 +42,14 @@ class Subscription:
 
         recheck = Recheck(authenticator.authenticate_many, credentials)
         events = context.service.memory_events(principal, scope=scope, since=since, recheck=recheck)
-        async for event in events:
-            yield shared_event(event)
+        # a websocket operation writes an event its selection was already executed on (for
+        # another subscriber) straight to its socket; the rest take GraphQL's path
+        sink = live_sink.get()
+        key = render_key(info.operation, info.variable_values, context)
+        async with aclosing(events):
+            async for event in events:
+                shared = shared_event(event)
+                if sink is None or (data := rendered_data(shared, info.operation, key)) is None:
+                    yield shared
+                else:
+                    await sink.send(data)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -51,7 +51,7 @@ class Realtime:
         scopes: Sequence[Scope],
         since: int | None,
         recheck: Recheck | None,
-    ) -> AsyncIterator[MemoryEvent]:
+    ) -> AsyncGenerator[MemoryEvent, None]:
         return stream_events(
             bus=self.bus,
             relay=self.relay,

@@ -70,12 +70,12 @@ class Inbox:
     def wake(self) -> None:
         self._wake.set()
 
-    async def wait(self, seconds: float) -> None:
-        """Until something arrives or `seconds` pass."""
-        # asyncio.timeout, not wait_for: no task per wait (a thousand subscribers wake at once)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._wake.wait()
+    async def wait(self) -> None:
+        """Until something arrives or the inbox is woken (`wake`; the bus wakes every inbox
+        now and then, so an idle stream looks at its state even if nothing else does)."""
+        # no timer per wait: with a thousand subscribers, arming and cancelling one for each
+        # wake-up cost as much as writing the event to the socket
+        await self._wake.wait()
         self._wake.clear()
 
     def take(self) -> list[MemoryEvent]:
@@ -105,12 +105,14 @@ class EventBus:
         heartbeat_interval: float = 0.5,
         heartbeat_timeout: float = 2.0,
         subscribe_timeout: float = 5.0,
+        idle_wake: float = 30.0,
     ) -> None:
         self._url = redis_url or "memory://"
         self.backend = "redis" if redis_url else "memory"
         self._heartbeat_interval = heartbeat_interval
         self._heartbeat_timeout = heartbeat_timeout
         self._subscribe_timeout = subscribe_timeout
+        self._idle_wake = idle_wake
         self._instance = uuid.uuid4().hex
         self._heartbeat_channel = f"memql:bus:{self._instance}"
         self._broadcast: Broadcast | None = None
@@ -127,6 +129,7 @@ class EventBus:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._wake_idle(), name="memql-bus-idle-wake"))
         if self.backend == "memory":
             await self._connect()
             return
@@ -141,6 +144,14 @@ class EventBus:
                 await task
         self._tasks.clear()
         await self._disconnect()
+
+    async def _wake_idle(self) -> None:
+        """Every `idle_wake` seconds, wake every inbox: one timer for all of them."""
+        while True:
+            await asyncio.sleep(self._idle_wake)
+            for channel in list(self._channels.values()):
+                for box in list(channel.inboxes):
+                    box.wake()
 
     @property
     def state(self) -> str:

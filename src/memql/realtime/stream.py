@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from memql import metrics
@@ -44,10 +44,6 @@ class StreamLimits:
     recheck_interval: float = 3.0
 
 
-# an idle stream looks at its state this often even when nothing wakes it
-_IDLE_WAIT = 30.0
-
-
 async def stream_events(
     *,
     bus: EventBus,
@@ -59,7 +55,7 @@ async def stream_events(
     recheck: Recheck | None,
     rechecker: Rechecker,
     limits: StreamLimits,
-) -> AsyncIterator[MemoryEvent]:
+) -> AsyncGenerator[MemoryEvent, None]:
     """The principal's events in `scopes`, in cursor order, each once."""
     channel = wire.channel(principal.project_id)
     routes = [(channel, wire.route(s, principal.owner_for(s))) for s in scopes]
@@ -107,7 +103,7 @@ async def stream_events(
                         last = live.cursor
                     idle = not (inbox.resync or inbox.overflowed or len(inbox))
                     if idle and (watch is None or watch.failure is None):
-                        await inbox.wait(_IDLE_WAIT)
+                        await inbox.wait()
     except MemqlError as exc:
         metrics.STREAMS_CLOSED.labels(exc.code).inc()
         raise

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -506,7 +506,7 @@ class MemoryService:
         scope: Scope | None = None,
         since: str | None = None,
         recheck: Recheck | None = None,
-    ) -> AsyncIterator[MemoryEvent]:
+    ) -> AsyncGenerator[MemoryEvent, None]:
         """The principal's memory events in cursor order, each once: its user scope and the
         project scope, as far as the grant reads them (or only `scope`). With `since` (a cursor
         from an earlier event) the stream first replays what followed it, then goes live.
