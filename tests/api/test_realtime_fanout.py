@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -201,3 +202,47 @@ async def test_live_events_written_straight_to_sockets_are_each_protocols_own_me
             assert message["payload"] == {"data": {"memoryEvents": event}}
     # one execution for six subscriptions; the other five written as encoded
     assert (renders, writes) == (1, 5)
+
+
+async def test_a_subscriber_that_vanishes_mid_stream_is_let_go_while_the_others_keep_receiving(
+    server, alice, tenant, caplog
+):
+    """A socket cut without a close handshake while live events flow ends its subscription
+    quietly (no error logged, the stream and its inbox released); the subscriptions of another
+    socket miss nothing and keep their order."""
+
+    def live() -> float:
+        return counted("memql_realtime_subscriptions")
+
+    def init(user: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tenant.key}", "X-User-Id": user}
+
+    async def save(text: str) -> None:
+        await alice.ok(SAVE, {"input": {"content": text, "kind": "EPISODIC", "scope": "PROJECT"}})
+
+    before = live()
+    async with WsSession(server, init("stays"), "graphql-transport-ws") as stays:
+        leaver = await WsSession(server, init("leaves"), "graphql-ws").__aenter__()
+        watchers = [await stays.start(FULL), await stays.start(FULL), await leaver.start(FULL)]
+        await asyncio.sleep(0.5)  # every stream subscribed to the live channel
+        assert live() == before + len(watchers)
+        await save("Quarterly planning starts Monday.")
+        await leaver.result(watchers[2])
+        leaver.ws.transport.abort()  # gone without a close handshake
+        for n in range(5):
+            await save(f"Planning note {n}: budgets due Thursday.")
+        for _ in range(200):
+            if live() <= before + 2:
+                break
+            await asyncio.sleep(0.05)
+        released = live() == before + 2
+        messages = [json.loads(await asyncio.wait_for(stays.ws.recv(), 10)) for _ in range(12)]
+
+    assert released
+    cursors = {
+        op: [int(m["payload"]["data"]["memoryEvents"]["cursor"]) for m in messages if m["id"] == op]
+        for op in watchers[:2]
+    }
+    first = cursors[watchers[0]]
+    assert len(first) == 6 and first == sorted(first) and cursors[watchers[1]] == first
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.records

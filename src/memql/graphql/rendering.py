@@ -25,7 +25,7 @@ from typing import Any
 
 from graphql import OperationType, VariableNode, visit
 from graphql.language import Visitor
-from starlette.websockets import WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from memql import metrics, model
@@ -211,9 +211,9 @@ class LiveSink:
         metrics.LIVE_WRITES.inc()
         try:
             await self._send_text(f"{self._head}{data}}}}}")
-        except WebSocketDisconnect:
-            # the connection is gone: its handler sees the close and cancels this operation,
-            # which is how a subscription ends whether or not it was writing at that moment
+        except (WebSocketDisconnect, WebSocketDisconnected):
+            # the connection is gone or closing: its handler sees the close and cancels this
+            # operation, which is how a subscription ends whether or not it was writing then
             await asyncio.get_running_loop().create_future()
 
 
