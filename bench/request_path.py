@@ -5,6 +5,10 @@ with `--memories` memories, then times `viewer` (authentication and GraphQL, no 
 `recall(limit: 5)` over real HTTP. A second pass turns on `log_min_duration_statement = 0` and
 reads the server's log: how many statements each request sends (every statement is at least one
 round trip) and how long PostgreSQL spent in them. The query embedding is timed in process.
+A third pass sends the same requests from a client in another process and measures the CPU time
+each costs: the server's event-loop thread (HTTP, GraphQL, authentication, the driver; the
+model runs on other threads and is measured alone), and PostgreSQL's backends. CPU time does
+not wait for a busy machine's other work, so it compares builds even under load.
 
     python bench/request_path.py --memories 1000 --requests 300
 
@@ -16,9 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
 import re
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +57,54 @@ REQUEST_PATH = ("memql.project_id", "api_keys")
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
+
+
+# a client in its own process (its CPU is not the server's): the bodies on one keep-alive
+# connection, in turn, `n` requests
+CLIENT = """
+import http.client, json, sys
+port, key, n, bodies = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+conn = http.client.HTTPConnection("127.0.0.1", port)
+headers = {"Authorization": "Bearer " + key, "X-User-Id": "bench-user",
+           "Content-Type": "application/json"}
+for i in range(n):
+    conn.request("POST", "/graphql", body=json.dumps(bodies[i % len(bodies)]), headers=headers)
+    answer = conn.getresponse().read()
+    if b'"errors"' in answer:
+        sys.exit(answer.decode())
+"""
+
+
+def postgres_cpu_seconds(data: Path) -> float:
+    """CPU time (utime + stime, from /proc) of the PostgreSQL server in `data` and its
+    backends, not of any other PostgreSQL on the machine."""
+    postmaster = (data / "pg" / "postmaster.pid").read_text().split()[0]
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if pid == postmaster or fields[1] == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_per_request(
+    data: Path, base: str, key: str, bodies: list[Any], n: int
+) -> tuple[float, float]:
+    """(server event-loop thread, PostgreSQL) CPU milliseconds per request; the server runs
+    on this thread's event loop."""
+    started = (time.thread_time(), postgres_cpu_seconds(data))
+    port = base.rsplit(":", 1)[1]
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CLIENT, port, key, str(n), json.dumps(bodies)
+    )
+    if await client.wait() != 0:
+        raise RuntimeError("the CPU pass's client failed")
+    loop_s = time.thread_time() - started[0]
+    return 1000 * loop_s / n, 1000 * (postgres_cpu_seconds(data) - started[1]) / n
 
 
 async def measure(
@@ -135,11 +190,21 @@ async def main() -> int:
             httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as client,
         ):
             statements = await measure(client, url, log_file, ops, http_ms, args)
+            await asyncio.sleep(0.5)
+            # CPU per request, the client in another process
+            cpu = {
+                name: await cpu_per_request(
+                    data, base, tenant.key, [make(i) for i in range(30)], args.requests
+                )
+                for name, make in ops.items()
+            }
         embed_ms = []
+        cpu_started = time.process_time()
         for i in range(args.requests):
             started = time.perf_counter()
             await embedder.embed([f"{QUERIES[i % 6]} {i}"])
             embed_ms.append((time.perf_counter() - started) * 1000)
+        embed_cpu = 1000 * (time.process_time() - cpu_started) / args.requests
 
     print(f"{args.memories} memories, {args.requests} requests each (medians, ms)\n")
     print("| | viewer | recall |")
@@ -157,6 +222,12 @@ async def main() -> int:
     print(f"| query embedding (in process) | | {emb:.2f} |")
     rest = median(http_ms["recall"]) - emb - rank_ms
     print(f"| recall beyond embedding and ranking statement | | {rest:.2f} |")
+    print("\nCPU per request (ms; the client in another process):\n")
+    print("| | viewer | recall |")
+    print("|---|---:|---:|")
+    print(f"| server event-loop thread | {cpu['viewer'][0]:.2f} | {cpu['recall'][0]:.2f} |")
+    print(f"| PostgreSQL | {cpu['viewer'][1]:.2f} | {cpu['recall'][1]:.2f} |")
+    print(f"| query embedding (in process, all threads) | | {embed_cpu:.2f} |")
     print("\nstatements of one recall (first logged request):")
     kinds: dict[str, int] = {}
     for _, text in statements["recall"]:

@@ -84,7 +84,7 @@ async def ask(
         for name, value in db_recall.RECALL_SETTINGS:
             await conn.execute("select set_config(%s, %s, true)", (name, value))
         started = time.perf_counter()
-        rows = await db_recall.recall(
+        ranked = await db_recall.recall(
             conn,
             principal,
             query="zzqx",  # no full-text match: the vector route alone
@@ -96,6 +96,7 @@ async def ask(
             weights=VECTOR_ONLY,
             limit=5,
         )
+        rows = await ranked.hits()
         elapsed = (time.perf_counter() - started) * 1000
         cur = await conn.execute(
             "select pg_stat_get_xact_numscans(%s::regclass)", (space.ann_index_name(DIMS),)

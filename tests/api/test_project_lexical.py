@@ -53,11 +53,12 @@ async def _candidates(
         async with conn.transaction():
             await bind_principal(conn, principal, db_recall.RECALL_SETTINGS)
             await conn.execute("set local role memql_app")
-            rows = await db_recall.recall(
+            ranked = await db_recall.recall(
                 conn, principal, query=query, embedding=vector, model=embedder.model,
                 scopes=[Scope.PROJECT], kinds=None, categories=None, weights=DEFAULT_WEIGHTS,
                 limit=100_000,
             )  # fmt: skip
+            rows = await ranked.hits()
     return [m.content for m, _, _ in rows]
 
 

@@ -78,7 +78,7 @@ async def _filtered_recall(
                 await conn.execute("set local enable_sort = off")
             for name, value in db_recall.RECALL_SETTINGS:
                 await conn.execute("select set_config(%s, %s, true)", (name, value))
-            rows = await db_recall.recall(
+            ranked = await db_recall.recall(
                 conn,
                 principal,
                 query="how do I run the deployment pipeline",
@@ -90,6 +90,7 @@ async def _filtered_recall(
                 weights=DEFAULT_WEIGHTS,
                 limit=5,
             )
+            rows = await ranked.hits()
             # scans of the index in this transaction (no wait for the statistics collector)
             cur = await conn.execute("select pg_stat_get_xact_numscans(%s::regclass)", (index,))
             row = await cur.fetchone()

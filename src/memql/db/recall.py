@@ -3,9 +3,12 @@ shared ones by vector, full text, recency and pin."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
+from psycopg import AsyncCursor
 from psycopg.rows import dict_row
 
 from memql.db.memories import (
@@ -71,7 +74,7 @@ async def recall(
     weights: Weights,
     limit: int,
     occurred: TimeRange = TimeRange(),
-) -> list[tuple[Memory, float, dict[str, float]]]:
+) -> Ranked:
     """Rank the principal's live memories of `model` against `query`; best first.
 
     The caller's own (user-scope) memories are all scored, so their top `limit` is exact. Shared
@@ -220,19 +223,44 @@ async def recall(
         order by score desc, s.created_at desc, s.id desc
         limit %(limit)s
     """
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(sql, params)
-        rows = await cur.fetchall()
-    return [
-        (
-            memory_from_row(r),
-            float(r["score"]),
-            {
-                "vector": float(r["vector_signal"]),
-                "lexical": float(r["lexical_signal"]),
-                "recency": float(r["recency_signal"]),
-                "pinned": float(r["pinned_signal"]),
-            },
-        )
-        for r in rows
-    ]
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(compact(sql), params)
+    return Ranked(cur)
+
+
+@lru_cache(maxsize=64)
+def compact(sql: str) -> str:
+    """`sql` without its comments and with its white space folded: the same statement, short
+    enough (unfiltered) that psycopg keeps its parsed form instead of parsing it on every call
+    (it keeps statements of at most 4 KB)."""
+    return " ".join(re.sub(r"--[^\n]*", "", sql).split())
+
+
+Hit = tuple[Memory, float, dict[str, float]]
+
+
+class Ranked:
+    """Recall's answer, read from its statement's cursor once it has arrived: at once on a
+    plain connection, after the block on a pipelined read (`Sessions.read`), where the statement
+    only goes out, with the binding, when the block ends."""
+
+    def __init__(self, cursor: AsyncCursor[dict[str, Any]]) -> None:
+        self._cursor = cursor
+
+    async def hits(self) -> list[Hit]:
+        """The memories best first, each with its score and signals."""
+        rows = await self._cursor.fetchall()
+        await self._cursor.close()
+        return [
+            (
+                memory_from_row(r),
+                float(r["score"]),
+                {
+                    "vector": float(r["vector_signal"]),
+                    "lexical": float(r["lexical_signal"]),
+                    "recency": float(r["recency_signal"]),
+                    "pinned": float(r["pinned_signal"]),
+                },
+            )
+            for r in rows
+        ]

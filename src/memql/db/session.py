@@ -31,10 +31,12 @@ log = logging.getLogger(__name__)
 
 async def bind_principal(
     conn: Conn, principal: Principal, settings: Sequence[tuple[str, str]] = ()
-) -> bool:
+) -> None:
     """Scope this transaction to `principal` (row-level security policies read these values)
-    and apply `settings` to it, in one round trip. False when the principal's credential no
-    longer holds: its key was revoked, or its project lost its entitlement or was deleted."""
+    and apply `settings` to it, in one statement that also checks the principal's credential:
+    when its key was revoked, or its project lost its entitlement or was deleted, the statement
+    fails with `InvalidAuthorizationSpecification` (010_credential_check.sql) and the
+    transaction runs nothing more. In pipeline mode the statement is only queued."""
     extra = "".join(f", set_config(%(s{i})s, %(v{i})s, true)" for i in range(len(settings)))
     params: dict[str, Any] = {
         "project_id": str(principal.project_id),
@@ -43,22 +45,17 @@ async def bind_principal(
     }
     for i, (name, value) in enumerate(settings):
         params[f"s{i}"], params[f"v{i}"] = name, value
-    cur = await conn.execute(
+    await conn.execute(
         f"""
         select set_config('memql.project_id', %(project_id)s, true),
             set_config('memql.user_id', %(user_id)s, true){extra},
-            exists(
-                select from projects p
-                where p.id = %(project_id)s::uuid and p.memory_enabled
-                  and (%(key_id)s::uuid is null or exists(
-                      select from api_keys k
-                      where k.id = %(key_id)s and k.project_id = p.id and k.revoked_at is null))
-            )
+            memql_credential_holds(%(project_id)s::uuid, %(key_id)s::uuid)
         """,
         params,
     )
-    row = await cur.fetchone()
-    return bool(row and row[-1])
+
+
+STALE_CREDENTIAL = "the credential was revoked or its project has no memory"
 
 
 class Sessions:
@@ -68,26 +65,16 @@ class Sessions:
         self._pool = pool
 
     @asynccontextmanager
-    async def bound(
-        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
-    ) -> AsyncIterator[Conn]:
-        """A transaction on behalf of `principal`: every request-path query runs in one, so
-        row-level security sees the principal's project and user. The binding statement also
-        checks the credential again (a key revoked, an entitlement withdrawn since the
-        principal was resolved or cached): nothing is read or written for a stale one. A
-        database that gives no connection within the pool's wait, or loses it, is
-        ServiceUnavailable (HTTP 503)."""
+    async def _connection(self) -> AsyncIterator[Conn]:
+        """A pooled connection for a principal's work, with the database's failures translated:
+        a stale credential is Unauthenticated; no connection within the pool's wait, or one
+        lost, is ServiceUnavailable (HTTP 503)."""
         conn: Conn | None = None
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                if not await bind_principal(conn, principal, settings):
-                    raise Unauthenticated("the credential was revoked or its project has no memory")
-                try:
-                    yield conn
-                except pg_errors.UniqueViolation as exc:
-                    raise Conflict(
-                        "another live memory holds that key; retire or supersede it first"
-                    ) from exc
+            async with self._pool.connection() as conn:
+                yield conn
+        except pg_errors.InvalidAuthorizationSpecification:
+            raise Unauthenticated(STALE_CREDENTIAL) from None
         except PoolTimeout as exc:
             log.warning("no database connection: %s", exc)
             raise ServiceUnavailable(DATABASE_AWAY) from None
@@ -96,6 +83,44 @@ class Sessions:
                 raise
             log.warning("the database connection was lost: %s", exc)
             raise ServiceUnavailable(DATABASE_AWAY) from None
+
+    @asynccontextmanager
+    async def bound(
+        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[Conn]:
+        """A transaction on behalf of `principal`: every request-path write runs in one, so
+        row-level security sees the principal's project and user. The binding statement also
+        checks the credential again (a key revoked, an entitlement withdrawn since the
+        principal was resolved or cached): nothing is read or written for a stale one."""
+        async with self._connection() as conn, conn.transaction():
+            await bind_principal(conn, principal, settings)
+            try:
+                yield conn
+            except pg_errors.UniqueViolation as exc:
+                raise Conflict(
+                    "another live memory holds that key; retire or supersede it first"
+                ) from exc
+
+    @asynccontextmanager
+    async def read(
+        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[Conn]:
+        """Reads on behalf of `principal` without a transaction's own round trips: the
+        connection is in pipeline mode, outside any explicit transaction, so the binding and
+        every statement of the block run in one implicit transaction, which ends when the block
+        does (PostgreSQL's extended protocol commits at the pipeline's sync). The binding is
+        sent with the block's first statement, in the same round trip; when the credential no
+        longer holds it fails and the statements after it are not run (Unauthenticated). Only
+        for reads: nothing is written in such a block."""
+        async with self._connection() as conn:
+            await conn.set_autocommit(True)
+            try:
+                async with conn.pipeline():
+                    await bind_principal(conn, principal, settings)
+                    yield conn
+            finally:
+                if not conn.closed:
+                    await conn.set_autocommit(False)
 
     @asynccontextmanager
     async def lookup(self) -> AsyncIterator[Conn]:

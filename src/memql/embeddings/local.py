@@ -98,6 +98,10 @@ class LocalEmbedder:
         if not texts:
             return []
         loop = asyncio.get_running_loop()
+        if len(texts) <= BATCH_SIZE:
+            # one pass: tokenized and run in one hop to a worker (a query's embedding)
+            matrix = await loop.run_in_executor(self._executor, self._embed_one_pass, texts)
+            return list(matrix)
         tokens = await loop.run_in_executor(self._executor, self._tokenize, texts)
         # texts of similar length share a batch, so little of any pass is padding
         order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
@@ -113,6 +117,9 @@ class LocalEmbedder:
             for i, row in zip(batch, matrix, strict=True):
                 vectors[i] = row
         return vectors
+
+    def _embed_one_pass(self, texts: list[str]) -> NDArray[np.float32]:
+        return self._run(self._tokenize(texts))
 
     def _tokenize(self, texts: list[str]) -> list[Tokens]:
         return [np.asarray(e.ids, dtype=np.int64) for e in self._tokenizer.encode_batch(texts)]

@@ -316,13 +316,13 @@ class MemoryService:
     @validation.storable_arguments
     async def get(self, principal: Principal, memory_id: uuid.UUID) -> Memory | None:
         scopes = self._readable(principal, None)
-        async with self._sessions.bound(principal) as conn:
+        async with self._sessions.read(principal) as conn:
             return await db_memories.get(conn, principal, memory_id, scopes)
 
     @validation.storable_arguments
     async def history(self, principal: Principal, memory_id: uuid.UUID) -> list[Memory]:
         scopes = self._readable(principal, None)
-        async with self._sessions.bound(principal) as conn:
+        async with self._sessions.read(principal) as conn:
             versions = await db_memories.history(conn, principal, memory_id, scopes)
         if not versions:
             raise NotFound("no such memory")
@@ -377,7 +377,7 @@ class MemoryService:
             occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
             source=validation.source(source),
         )
-        async with self._sessions.bound(principal) as conn:
+        async with self._sessions.read(principal) as conn:
             rows, more, behind = await db_memories.list_page(
                 conn,
                 principal,
@@ -404,7 +404,7 @@ class MemoryService:
         """How many memories a list's filter admits over all its pages (`Page.filter`)."""
         for scope in flt.scopes:
             self._readable(principal, scope)
-        async with self._sessions.bound(principal) as conn:
+        async with self._sessions.read(principal) as conn:
             return await db_memories.count_matching(conn, principal, flt)
 
     @validation.storable_arguments
@@ -452,8 +452,8 @@ class MemoryService:
         occurred: TimeRange = TimeRange(),
     ) -> list[RecallHit]:
         [vector] = await self._embedder.embed([query])
-        async with self._sessions.bound(principal, db_recall.RECALL_SETTINGS) as conn:
-            rows = await db_recall.recall(
+        async with self._sessions.read(principal, db_recall.RECALL_SETTINGS) as conn:
+            ranked = await db_recall.recall(
                 conn,
                 principal,
                 query=query,
@@ -466,7 +466,9 @@ class MemoryService:
                 limit=limit,
                 occurred=occurred,
             )
-        return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in rows]
+        # sent with the binding as the block ended, in one round trip
+        hits = await ranked.hits()
+        return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in hits]
 
     @validation.storable_arguments
     async def context(
@@ -487,10 +489,10 @@ class MemoryService:
             )
             memories = [h.memory for h in hits]
             memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each
-            async with self._sessions.bound(principal) as conn:
+            async with self._sessions.read(principal) as conn:
                 total = await db_memories.count_live(conn, principal, scopes)
         else:
-            async with self._sessions.bound(principal) as conn:
+            async with self._sessions.read(principal) as conn:
                 memories, total = await db_memories.context_memories(
                     conn, principal, scopes, CONTEXT_CANDIDATES
                 )
