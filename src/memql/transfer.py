@@ -13,9 +13,10 @@ field, and nothing of the file is written.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import replace
 from typing import IO, Any
 
@@ -24,12 +25,12 @@ from memql.access.identity import canonical_user_id
 from memql.codec import memory_from_dict, memory_to_dict
 from memql.db import transfer as db_transfer
 from memql.db.pool import Conn
-from memql.embeddings import Embedder
+from memql.embeddings import Embedder, Vector
 from memql.errors import BadInput, MemqlError
 from memql.model import Memory, Scope
 from memql.settings import Limits
 
-BATCH = 64
+BATCH = 128
 # far above any record the limits allow (8,192 characters of content, 16 KiB of source, 100
 # thread ids of 256 characters)
 LINE_MAX_CHARS = 1024 * 1024
@@ -136,14 +137,28 @@ async def import_(
     limits: Limits | None = None,
 ) -> tuple[int, int]:
     """Insert every record not already present, in one transaction; (imported, skipped).
-    A record that breaks a rule raises BadInput and nothing is written."""
+    A record that breaks a rule raises BadInput and nothing is written. Batches overlap: while
+    one batch's rows go in, the model embeds the next."""
     imported = skipped = 0
+
+    async def write(batch: list[Memory], vectors: Awaitable[list[Vector]]) -> None:
+        nonlocal imported, skipped
+        added = await db_transfer.insert_imported(conn, batch, await vectors, embedder.model)
+        imported += added
+        skipped += len(batch) - added
+
     async with conn.transaction():
-        async for batch in _batches(lines, project_id, limits or Limits()):
-            vectors = await embedder.embed([m.content for m in batch])
-            for memory, vector in zip(batch, vectors, strict=True):
-                if await db_transfer.insert_imported(conn, memory, vector, embedder.model):
-                    imported += 1
-                else:
-                    skipped += 1
+        pending: tuple[list[Memory], asyncio.Future[list[Vector]]] | None = None
+        try:
+            async for batch in _batches(lines, project_id, limits or Limits()):
+                embedding = asyncio.ensure_future(embedder.embed([m.content for m in batch]))
+                if pending is not None:
+                    await write(*pending)
+                pending = (batch, embedding)
+            if pending is not None:
+                await write(*pending)
+                pending = None
+        finally:
+            if pending is not None:
+                pending[1].cancel()
     return imported, skipped

@@ -244,6 +244,34 @@ async def final_position(conn: Conn, poll: float = 0.05) -> int:
 # --- writing the log (in the write's own transaction) ----------------------------------
 
 
+# The transaction id is taken before the cursor: the relay relies on every event's transaction
+# holding an id before its cursor is drawn (see realtime/relay.py).
+INSERT_EVENT = """
+    with tx as materialized (select pg_current_xact_id() as xid)
+    insert into memory_events (project_id, scope, owner_id, type, memory_id, actor_id, payload)
+    select %s, %s, %s, %s, %s, %s, %s from tx where tx.xid is not null
+    returning cursor
+"""
+
+
+def _event_params(
+    principal: Principal,
+    type: str,
+    scope: Scope,
+    memory_id: uuid.UUID | None,
+    payload: dict[str, Any],
+) -> tuple[Any, ...]:
+    return (
+        principal.project_id,
+        scope.value,
+        principal.owner_for(scope),
+        type,
+        memory_id,
+        principal.user_id,
+        Jsonb(payload),
+    )
+
+
 async def insert_event(
     conn: Conn,
     principal: Principal,
@@ -253,28 +281,24 @@ async def insert_event(
     memory_id: uuid.UUID | None,
     payload: dict[str, Any],
 ) -> int:
-    # The transaction id is taken before the cursor: the relay relies on every event's
-    # transaction holding an id before its cursor is drawn (see realtime/relay.py).
     cur = await conn.execute(
-        """
-        with tx as materialized (select pg_current_xact_id() as xid)
-        insert into memory_events (project_id, scope, owner_id, type, memory_id, actor_id, payload)
-        select %s, %s, %s, %s, %s, %s, %s from tx where tx.xid is not null
-        returning cursor
-        """,
-        (
-            principal.project_id,
-            scope.value,
-            principal.owner_for(scope),
-            type,
-            memory_id,
-            principal.user_id,
-            Jsonb(payload),
-        ),
+        INSERT_EVENT, _event_params(principal, type, scope, memory_id, payload)
     )
     row = await cur.fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def insert_events(
+    conn: Conn,
+    principal: Principal,
+    events: Sequence[tuple[str, Scope, uuid.UUID | None, dict[str, Any]]],
+) -> None:
+    """Record several events, (type, scope, memory id, payload) each, in one round trip."""
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            INSERT_EVENT, [_event_params(principal, *event) for event in events]
+        )
 
 
 def snapshot(memory: Memory) -> dict[str, Any]:

@@ -131,6 +131,50 @@ async def lock_owner(conn: Conn, project_id: uuid.UUID, scope: Scope, owner_id: 
     )
 
 
+INSERT = f"""
+    insert into memories as m (
+        id, project_id, scope, owner_id, kind, content, key, category, pinned,
+        source_thread_ids, source, created_by, created_at, updated_at, expires_at,
+        supersedes, embedding_model, embedding, occurred_at)
+    values (
+        %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(kind)s, %(content)s, %(key)s,
+        %(category)s, %(pinned)s, %(source_thread_ids)s, %(source)s, %(created_by)s,
+        clock_timestamp(), clock_timestamp(), %(expires_at)s, %(supersedes)s, %(model)s,
+        %(embedding)s, %(occurred_at)s)
+    returning {MEMORY_COLUMNS}
+"""
+
+
+def _insert_params(
+    principal: Principal,
+    new: NewMemory,
+    scope: Scope,
+    embedding: Vector,
+    model: str,
+    memory_id: uuid.UUID | None,
+    supersedes: uuid.UUID | None,
+) -> dict[str, Any]:
+    return {
+        "id": memory_id or uuid.uuid4(),
+        "project_id": principal.project_id,
+        "scope": scope.value,
+        "owner_id": principal.owner_for(scope),
+        "kind": new.kind.value,
+        "content": new.content,
+        "key": new.key,
+        "category": new.category,
+        "pinned": new.pinned,
+        "source_thread_ids": list(new.source_thread_ids),
+        "source": Jsonb(new.source) if new.source is not None else None,
+        "created_by": principal.user_id,
+        "expires_at": new.expires_at,
+        "supersedes": supersedes,
+        "model": model,
+        "embedding": embedding,
+        "occurred_at": new.occurred_at,
+    }
+
+
 async def insert_memory(
     conn: Conn,
     principal: Principal,
@@ -142,43 +186,36 @@ async def insert_memory(
     memory_id: uuid.UUID | None = None,
     supersedes: uuid.UUID | None = None,
 ) -> Memory:
-    sql = f"""
-        insert into memories as m (
-            id, project_id, scope, owner_id, kind, content, key, category, pinned,
-            source_thread_ids, source, created_by, created_at, updated_at, expires_at,
-            supersedes, embedding_model, embedding, occurred_at)
-        values (
-            %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(kind)s, %(content)s, %(key)s,
-            %(category)s, %(pinned)s, %(source_thread_ids)s, %(source)s, %(created_by)s,
-            clock_timestamp(), clock_timestamp(), %(expires_at)s, %(supersedes)s, %(model)s,
-            %(embedding)s, %(occurred_at)s)
-        returning {MEMORY_COLUMNS}
-    """
-    memory = await _fetch_memory(
-        conn,
-        sql,
-        {
-            "id": memory_id or uuid.uuid4(),
-            "project_id": principal.project_id,
-            "scope": scope.value,
-            "owner_id": principal.owner_for(scope),
-            "kind": new.kind.value,
-            "content": new.content,
-            "key": new.key,
-            "category": new.category,
-            "pinned": new.pinned,
-            "source_thread_ids": list(new.source_thread_ids),
-            "source": Jsonb(new.source) if new.source is not None else None,
-            "created_by": principal.user_id,
-            "expires_at": new.expires_at,
-            "supersedes": supersedes,
-            "model": model,
-            "embedding": embedding,
-            "occurred_at": new.occurred_at,
-        },
-    )
+    params = _insert_params(principal, new, scope, embedding, model, memory_id, supersedes)
+    memory = await _fetch_memory(conn, INSERT, params)
     assert memory is not None
     return memory
+
+
+async def insert_memories(
+    conn: Conn,
+    principal: Principal,
+    news: Sequence[NewMemory],
+    *,
+    embeddings: Sequence[Vector],
+    model: str,
+) -> list[Memory]:
+    """Insert new memories (each in its own scope, user when unset) in one round trip
+    (psycopg pipelines `executemany`); the rows in order."""
+    params = [
+        _insert_params(principal, new, new.scope or Scope.USER, vector, model, None, None)
+        for new, vector in zip(news, embeddings, strict=True)
+    ]
+    memories: list[Memory] = []
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.executemany(INSERT, params, returning=True)
+        while True:
+            row = await cur.fetchone()
+            assert row is not None
+            memories.append(memory_from_row(row))
+            if not cur.nextset():
+                break
+    return memories
 
 
 async def absorb(
@@ -362,6 +399,58 @@ async def near_duplicates(
             NearDuplicate(memory_from_row(r), min(1.0, float(r["similarity"])))
             for r in await cur.fetchall()
         ]
+
+
+async def near_duplicates_of_each(
+    conn: Conn,
+    principal: Principal,
+    scope: Scope,
+    embeddings: Sequence[Vector],
+    model: str,
+    *,
+    threshold: float,
+    limit: int,
+) -> list[list[NearDuplicate]]:
+    """`near_duplicates` of every vector of `embeddings` among the stored memories of one owner,
+    in one statement; a list per vector, in order."""
+    if not embeddings:
+        return []
+    dims = int(embeddings[0].shape[0])
+    if scope is Scope.USER:
+        nearest = f"""
+            select m.* from memories m
+            where {OWN} and {LIVE} and m.embedding_model = %(model)s
+            order by m.embedding <=> v.e, m.created_at
+            limit %(limit)s"""
+    else:
+        nearest = f"""
+            select m.* from memories m
+            where {SHARED} and {LIVE} and m.embedding_model = %(model)s
+              and vector_dims(m.embedding) = {dims}
+            order by (m.embedding::vector({dims})) <=> v.e
+            limit %(limit)s"""
+    sql = f"""
+        select v.i, {MEMORY_COLUMNS}, 1 - (m.embedding <=> v.e) as similarity
+        from unnest(%(embeddings)b::vector[]) with ordinality v(e, i),
+            lateral ({nearest}) m
+        where 1 - (m.embedding <=> v.e) >= %(threshold)s
+        order by v.i, m.embedding <=> v.e, m.created_at
+    """
+    params = {
+        **visibility(principal, [scope]),
+        "embeddings": list(embeddings),
+        "model": model,
+        "threshold": threshold,
+        "limit": limit,
+    }
+    found: list[list[NearDuplicate]] = [[] for _ in embeddings]
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        for r in await cur.fetchall():
+            found[int(r["i"]) - 1].append(
+                NearDuplicate(memory_from_row(r), min(1.0, float(r["similarity"])))
+            )
+    return found
 
 
 def in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[str, Any]) -> None:

@@ -157,10 +157,7 @@ class MemoryService:
                 await db_memories.lock_owner(
                     conn, principal.project_id, scope, principal.owner_for(scope)
                 )
-            results = [
-                await self._saving.save_locked(conn, principal, new, vector)
-                for new, vector in zip(news, vectors, strict=True)
-            ]
+            results = await self._saving.save_all_locked(conn, principal, news, vectors)
         for result in results:
             metrics.SAVES.labels(result.outcome.value).inc()
         return results

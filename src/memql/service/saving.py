@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from memql import dedup
 from memql.db import events as db_events
 from memql.db import memories as db_memories
@@ -54,6 +56,107 @@ class Saving:
         self._absorb_threshold = settings.absorb_threshold
         self._near_duplicate_threshold = settings.near_duplicate_threshold
         self._source_thread_ids = settings.limits.source_thread_ids
+
+    async def save_all_locked(
+        self,
+        conn: Conn,
+        principal: Principal,
+        news: Sequence[NewMemory],
+        vectors: Sequence[Vector],
+    ) -> list[SaveResult]:
+        """Save `news` in order, as `save_locked` one after the other would. When no input
+        names a key and none would be absorbed, by a stored memory or by an earlier input of
+        the batch, every outcome is CREATED: that is decided from one search of the stored
+        near-duplicates of all the inputs, and the rows and their events are written in one
+        round trip each. Otherwise the inputs are saved one after the other."""
+        planned = None
+        if len(news) > 1 and all(n.key is None for n in news):
+            planned = await self._plan_creations(conn, principal, news, vectors)
+        if planned is None:
+            return [
+                await self.save_locked(conn, principal, new, vector)
+                for new, vector in zip(news, vectors, strict=True)
+            ]
+        created = await db_memories.insert_memories(
+            conn, principal, news, embeddings=vectors, model=self._model
+        )
+        await db_events.insert_events(
+            conn,
+            principal,
+            [
+                ("memory.created", m.scope, m.id, {"memory": db_events.snapshot(m)})
+                for m in created
+            ],
+        )
+        return [
+            SaveResult(
+                SaveOutcome.CREATED,
+                memory,
+                tuple(
+                    d if isinstance(d, NearDuplicate) else NearDuplicate(created[d[0]], d[1])
+                    for d in near
+                ),
+            )
+            for memory, near in zip(created, planned, strict=True)
+        ]
+
+    async def _plan_creations(
+        self,
+        conn: Conn,
+        principal: Principal,
+        news: Sequence[NewMemory],
+        vectors: Sequence[Vector],
+    ) -> list[list[NearDuplicate | tuple[int, float]]] | None:
+        """Each input's near-duplicates as `save_locked` would find them after the inputs
+        before it were created (a stored memory, or (index of an earlier input, similarity)),
+        or None when some input would be absorbed."""
+        bar = self._near_duplicate_threshold
+        floor = min(bar, dedup.CONTRADICTION_FLOOR)
+        scopes = [n.scope or Scope.USER for n in news]
+        stored: list[list[NearDuplicate]] = [[] for _ in news]
+        for scope in set(scopes):
+            indexes = [i for i, sc in enumerate(scopes) if sc is scope]
+            found = await db_memories.near_duplicates_of_each(
+                conn,
+                principal,
+                scope,
+                [vectors[i] for i in indexes],
+                self._model,
+                threshold=floor,
+                limit=2 * NEAR_DUPLICATES_REPORTED,
+            )
+            for i, of_i in zip(indexes, found, strict=True):
+                stored[i] = of_i
+        unit = np.asarray(vectors, dtype=np.float64)
+        unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+        similarity = unit @ unit.T
+        plans: list[list[NearDuplicate | tuple[int, float]]] = []
+        for j, new in enumerate(news):
+            # stored rows first among equals: they were created before this batch
+            candidates: list[tuple[float, int, NearDuplicate | tuple[int, float]]] = [
+                (d.similarity, 0, d) for d in stored[j]
+            ]
+            candidates += [
+                (sim, 1, (i, sim))
+                for i in np.flatnonzero(similarity[j, :j] >= floor).tolist()
+                if scopes[i] is scopes[j] and (sim := min(1.0, float(similarity[j, i]))) >= floor
+            ]
+            candidates.sort(key=lambda c: (-c[0], c[1]))
+            reported: list[NearDuplicate | tuple[int, float]] = []
+            for sim, _, found_ in candidates[: 2 * NEAR_DUPLICATES_REPORTED]:
+                earlier = news[found_[0]] if isinstance(found_, tuple) else found_.memory
+                if sim >= bar or dedup.contradicts(earlier.content, new.content, sim):
+                    if (
+                        earlier.kind is new.kind
+                        and earlier.occurred_at == new.occurred_at
+                        and dedup.may_absorb(
+                            earlier.content, new.content, sim, self._absorb_threshold
+                        )
+                    ):
+                        return None
+                    reported.append(found_)
+            plans.append(reported[:NEAR_DUPLICATES_REPORTED])
+        return plans
 
     async def save_locked(
         self, conn: Conn, principal: Principal, new: NewMemory, vector: Vector
