@@ -146,7 +146,10 @@ async def main() -> int:
         key = tenant.key
         env = {**os.environ, "DATABASE_URL": url, "MEMQL_PORT": str(args.port)}
         server = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
-            [sys.executable, "-m", "memql.cli", "serve"], env=env, stderr=subprocess.DEVNULL
+            [sys.executable, "-m", "memql.cli", "serve"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         workers = [await asyncio.to_thread(Worker, python, peer, url) for peer in PEERS]
         ingest: dict[str, float] = {}

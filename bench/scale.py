@@ -177,7 +177,10 @@ async def measure(url: str, key: str, args: argparse.Namespace) -> dict[str, Any
     port = args.port
     env = {**os.environ, "DATABASE_URL": url, "MEMQL_PORT": str(port), "MEMQL_GRAPHIQL": "false"}
     proc = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
-        [sys.executable, "-m", "memql.cli", "serve"], env=env, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "memql.cli", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     results: dict[str, list[float]] = {}
