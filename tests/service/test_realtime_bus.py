@@ -73,3 +73,19 @@ async def test_interleaved_owners_reach_a_subscriber_in_cursor_order(bus: EventB
                 got_bob += [e.cursor for e in bobs.take()]
     assert got_alice == expected_alice
     assert got_bob == expected_bob
+
+
+async def test_an_idle_inbox_is_woken_by_the_bus_without_a_timer_of_its_own() -> None:
+    """A stream waits on its inbox with no timeout; the bus's one periodic wake still makes it
+    look at its state when nothing arrives."""
+    bus = EventBus(None, idle_wake=0.1)
+    await bus.start()
+    try:
+        channel = wire.channel(uuid.uuid4())
+        async with bus.inbox([(channel, wire.route(Scope.PROJECT, ""))], 10) as box:
+            async with asyncio.timeout(2):
+                await box.wait()
+                await box.wait()  # and again: the wake repeats
+            assert len(box) == 0
+    finally:
+        await bus.stop()

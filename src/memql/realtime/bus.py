@@ -70,12 +70,18 @@ class Inbox:
     def wake(self) -> None:
         self._wake.set()
 
-    async def wait(self) -> None:
-        """Until something arrives or the inbox is woken (`wake`; the bus wakes every inbox
-        now and then, so an idle stream looks at its state even if nothing else does)."""
-        # no timer per wait: with a thousand subscribers, arming and cancelling one for each
-        # wake-up cost as much as writing the event to the socket
-        await self._wake.wait()
+    async def wait(self, seconds: float | None = None) -> None:
+        """Until something arrives, the inbox is woken (`wake`; the bus wakes every inbox now
+        and then, so an idle stream looks at its state even if nothing else does), or
+        `seconds` pass when given."""
+        # streams wait with no timer: with a thousand subscribers, arming and cancelling one
+        # per wake-up cost as much as writing the event to the socket
+        if seconds is None:
+            await self._wake.wait()
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await self._wake.wait()
         self._wake.clear()
 
     def take(self) -> list[MemoryEvent]:
@@ -150,8 +156,9 @@ class EventBus:
         while True:
             await asyncio.sleep(self._idle_wake)
             for channel in list(self._channels.values()):
-                for box in list(channel.inboxes):
-                    box.wake()
+                for boxes in list(channel.inboxes.values()):
+                    for box in list(boxes):
+                        box.wake()
 
     @property
     def state(self) -> str:
