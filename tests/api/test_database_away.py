@@ -6,12 +6,14 @@ the pool's old 30 s nor ends as INTERNAL_SERVER_ERROR."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+import websockets
 
 from memql.settings import Settings
 from memql.testing import Tenant, serving
@@ -115,3 +117,29 @@ async def test_websocket_operations_and_mcp_get_service_unavailable_while_the_da
         assert mcp.json()["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
         assert time.monotonic() - started < PROMPT
     await asyncio.sleep(0)
+
+
+async def test_a_websocket_opened_while_the_database_is_away_is_told_to_try_again_later(
+    away, tenant
+):
+    """Not 4403 Forbidden (which graphql-transport-ws clients take as final: the bundled client
+    raises Unauthenticated, graphql-ws gives up), but 1013 Try Again Later; the legacy protocol's
+    connection_error carries SERVICE_UNAVAILABLE."""
+    server, proxy = away
+    await proxy.stop()
+    url = server.replace("http://", "ws://") + "/graphql"
+    init = json.dumps({"type": "connection_init", "payload": headers(tenant, "ws-late")})
+    started = time.monotonic()
+    async with websockets.connect(
+        url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
+    ) as ws:
+        await ws.send(init)
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), PROMPT)
+    assert ws.close_code == 1013, (ws.close_code, ws.close_reason)
+    assert time.monotonic() - started < PROMPT
+    async with websockets.connect(url, subprotocols=[websockets.Subprotocol("graphql-ws")]) as ws:
+        await ws.send(init)
+        refusal = json.loads(await asyncio.wait_for(ws.recv(), PROMPT))
+    assert refusal["type"] == "connection_error"
+    assert refusal["payload"]["code"] == "SERVICE_UNAVAILABLE"

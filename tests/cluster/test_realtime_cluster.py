@@ -1,6 +1,7 @@
 """Two `memql serve` processes on one database and one Redis (our own): events cross instances
-exactly once and in cursor order, through a Redis restart, a relay leader killed, and a
-subscriber that disconnects and resumes with `since`. Counts written equal counts received."""
+exactly once and in cursor order, through Redis killed (SIGKILL) and restarted, a relay leader
+killed (SIGKILL), and a subscriber that disconnects and resumes with `since`. Counts written
+equal counts received."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ async def test_a_redis_restart_mid_stream_loses_nothing(cluster, db):
     async with EventSubscription(cluster.a.url, t.key, "alice", since=since) as sub:
         writer = asyncio.create_task(write(cluster.b, t, "alice", notes("restart", 30)))
         first = await sub.take(5, within=30)
-        cluster.redis.stop()
+        cluster.redis.kill()  # SIGKILL, as in a crash
         for _ in range(50):
             if (await cluster.a.readyz())["broadcast"]["state"] == "reconnecting":
                 break

