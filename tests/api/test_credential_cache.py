@@ -150,3 +150,46 @@ async def test_a_notification_empties_the_cache(database_url, tenant, db):
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_change_announced_while_a_kept_answer_is_probed_is_resolved_afresh(
+    database_url, tenant, db
+):
+    """The notification of a change (here a revocation) empties the cache while a request's
+    probe of its kept answer is out: the request resolves again rather than trusting a probe
+    that may predate the change (and is not a 500: the entry it would refresh is gone)."""
+    cache: CredentialCache[str] = CredentialCache()
+    task = asyncio.create_task(cache.listen(database_url))
+    try:
+        for _ in range(100):
+            if cache.listening:
+                break
+            await asyncio.sleep(0.05)
+        resolved: list[str] = []
+
+        async def resolve() -> str:
+            resolved.append(f"owner-{len(resolved) + 1}")
+            return resolved[-1]
+
+        async def holds(owner: str) -> bool:
+            return True
+
+        async def holds_while_revoked(owner: str) -> bool:
+            await db.execute(
+                "update api_keys set revoked_at = now() where project_id = %s",
+                (tenant.project_id,),
+            )
+            for _ in range(100):
+                if len(cache) == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(cache) == 0, "the notification did not arrive"
+            return True
+
+        assert await cache.get("k", resolve, holds) == "owner-1"
+        assert await cache.get("k", resolve, holds) == "owner-1"
+        assert await cache.get("k", resolve, holds_while_revoked) == "owner-2"
+        assert resolved == ["owner-1", "owner-2"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

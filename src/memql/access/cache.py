@@ -15,7 +15,8 @@ is several.
 Fail-safe: the cache serves only while its listener is connected. When the listener's
 connection is lost (or stops answering its health check) everything is forgotten and nothing is
 kept until it is back, so a notification missed meanwhile cannot leave a revoked key usable.
-An answer resolved while a notification arrived is not kept (generation check). Entries also
+An answer resolved while a notification arrived is not kept, and a kept answer whose probe
+overlapped one is resolved again (generation checks). Entries also
 expire after `ttl` seconds, which bounds how stale `last_used_at` gets.
 """
 
@@ -65,10 +66,17 @@ class CredentialCache(Generic[T]):
         if self.listening:
             found = self._entries.get(key)
             if found is not None:
+                generation = self._generation
                 if found[0] > time.monotonic() and await holds(found[1]):
-                    self._entries.move_to_end(key)
-                    return found[1]
-                self._entries.pop(key, None)
+                    # while the probe ran, a change may have been announced (everything was
+                    # forgotten: the probe may predate the change, so resolve afresh) or another
+                    # request may have dropped this entry
+                    if generation == self._generation:
+                        if self._entries.get(key) is found:
+                            self._entries.move_to_end(key)
+                        return found[1]
+                elif self._entries.get(key) is found:
+                    del self._entries[key]
         generation = self._generation
         value = await resolve()
         if value is not None and self.listening and generation == self._generation:
