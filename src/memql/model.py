@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import typing
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +39,31 @@ class Access(enum.Enum):
 class Consumer(enum.Enum):
     AGENT = "agent"
     CLIENT = "client"
+
+
+class InvalidationReason(enum.StrEnum):
+    """Why a memory version is no longer live."""
+
+    RETIRED = "retired"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+
+
+class EventType(enum.StrEnum):
+    """Every type of memory event, in the order a memory's life meets them."""
+
+    CREATED = "memory.created"
+    ABSORBED = "memory.absorbed"
+    SUPERSEDED = "memory.superseded"
+    RETIRED = "memory.retired"
+    RESTORED = "memory.restored"
+    ERASED = "memory.erased"
+
+
+def spoken(values: Iterable[str], *, quote: str = "") -> str:
+    """`a, b or c`: the values of an enum as a description lists them."""
+    items = [f"{quote}{v}{quote}" for v in values]
+    return f"{', '.join(items[:-1])} or {items[-1]}" if len(items) > 1 else "".join(items)
 
 
 class SaveOutcome(enum.Enum):
@@ -143,17 +170,19 @@ class Memory:
     updated_at: datetime
     expires_at: datetime | None
     invalidated_at: datetime | None
-    invalidation_reason: str | None
+    invalidation_reason: InvalidationReason | None
     supersedes: uuid.UUID | None
     superseded_by: uuid.UUID | None
     embedding_model: str
     # when the event an episodic memory records happened (createdAt is when memql learned it)
     occurred_at: datetime | None = None
 
-    def effective_invalidation(self, now: datetime) -> tuple[datetime | None, str | None]:
+    def effective_invalidation(
+        self, now: datetime
+    ) -> tuple[datetime | None, InvalidationReason | None]:
         """An expired memory reads as invalidated at its expiry, with reason 'expired'."""
         if self.invalidated_at is None and self.expires_at is not None and self.expires_at <= now:
-            return self.expires_at, "expired"
+            return self.expires_at, InvalidationReason.EXPIRED
         return self.invalidated_at, self.invalidation_reason
 
 
@@ -295,15 +324,8 @@ class EraseResult:
     erased: int
 
 
-# every type of memory event, in the order a memory's life meets them
-EVENT_TYPES = (
-    "memory.created",
-    "memory.absorbed",
-    "memory.superseded",
-    "memory.retired",
-    "memory.restored",
-    "memory.erased",
-)
+# every type of memory event, as webhooks name them
+EVENT_TYPES = tuple(t.value for t in EventType)
 
 
 @dataclass(frozen=True)
@@ -318,7 +340,7 @@ class MemoryEvent:
     project_id: uuid.UUID
     scope: Scope
     owner_id: str
-    type: str
+    type: EventType
     memory_id: uuid.UUID | None
     actor_id: str
     occurred_at: datetime
@@ -368,3 +390,23 @@ class Webhook:
     last_error_at: datetime | None
     next_attempt_at: datetime | None
     pending: int | None = None
+
+
+# --- a memory's fields, the one list every store and format of a memory is derived from --------
+
+
+def _held(hint: Any) -> tuple[Any, bool]:
+    """The type a field annotated `hint` holds, and whether it may be None."""
+    args = typing.get_args(hint)
+    if type(None) in args:
+        [held] = [a for a in args if a is not type(None)]
+        return held, True
+    return hint, False
+
+
+# name -> (type, may be None), in the dataclass's order
+MEMORY_FIELDS: dict[str, tuple[Any, bool]] = {
+    name: _held(hint) for name, hint in typing.get_type_hints(Memory).items()
+}
+# what a save says, as a memory keeps it (every field of NewMemory is one of Memory's)
+SAID_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(NewMemory))

@@ -8,7 +8,6 @@ subscriber's replay runs in the subscriber's principal-bound transaction, filter
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 from memql.db.memories import MEMORY_COLUMNS, memory_from_row
 from memql.db.pool import Conn
-from memql.model import Memory, MemoryEvent, Principal, Scope
+from memql.model import EventType, MemoryEvent, Principal, Scope
 
 # held (session level) by the one relay that publishes; a constant shared by every instance
 RELAY_LOCK = 0x6D656D716C_01
@@ -38,7 +37,7 @@ def _event(row: dict[str, Any]) -> MemoryEvent:
         project_id=row["e_project_id"],
         scope=Scope(row["e_scope"]),
         owner_id=row["e_owner_id"],
-        type=row["e_type"],
+        type=EventType(row["e_type"]),
         memory_id=row["e_memory_id"],
         actor_id=row["e_actor_id"],
         occurred_at=row["e_occurred_at"],
@@ -256,7 +255,7 @@ INSERT_EVENT = """
 
 def _event_params(
     principal: Principal,
-    type: str,
+    type: EventType,
     scope: Scope,
     memory_id: uuid.UUID | None,
     payload: dict[str, Any],
@@ -265,7 +264,7 @@ def _event_params(
         principal.project_id,
         scope.value,
         principal.owner_for(scope),
-        type,
+        str(type),
         memory_id,
         principal.user_id,
         Jsonb(payload),
@@ -276,7 +275,7 @@ async def insert_event(
     conn: Conn,
     principal: Principal,
     *,
-    type: str,
+    type: EventType,
     scope: Scope,
     memory_id: uuid.UUID | None,
     payload: dict[str, Any],
@@ -292,33 +291,8 @@ async def insert_event(
 async def insert_events(
     conn: Conn,
     principal: Principal,
-    events: Sequence[tuple[str, Scope, uuid.UUID | None, dict[str, Any]]],
+    events: Sequence[tuple[EventType, Scope, uuid.UUID | None, dict[str, Any]]],
 ) -> None:
     """Record several events, (type, scope, memory id, payload) each, in one round trip."""
     async with conn.cursor() as cur:
-        await cur.executemany(
-            INSERT_EVENT, [_event_params(principal, *event) for event in events]
-        )
-
-
-def snapshot(memory: Memory) -> dict[str, Any]:
-    """The memory as an event payload records it (JSON-safe)."""
-    return json.loads(
-        json.dumps(
-            {
-                "id": memory.id,
-                "kind": memory.kind.value,
-                "scope": memory.scope.value,
-                "content": memory.content,
-                "key": memory.key,
-                "category": memory.category,
-                "pinned": memory.pinned,
-                "sourceThreadIds": list(memory.source_thread_ids),
-                "source": memory.source,
-                "expiresAt": memory.expires_at,
-                "occurredAt": memory.occurred_at,
-                "supersedes": memory.supersedes,
-            },
-            default=str,
-        )
-    )
+        await cur.executemany(INSERT_EVENT, [_event_params(principal, *event) for event in events])

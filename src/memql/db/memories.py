@@ -7,8 +7,10 @@ is atomic.
 
 from __future__ import annotations
 
+import enum
+import typing
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -17,7 +19,9 @@ from psycopg.types.json import Jsonb
 from memql.db.pool import Conn
 from memql.embeddings import Vector
 from memql.model import (
-    Kind,
+    MEMORY_FIELDS,
+    SAID_FIELDS,
+    InvalidationReason,
     Memory,
     MemoryFilter,
     NearDuplicate,
@@ -30,12 +34,8 @@ from memql.model import (
 )
 from memql.pagination import Position
 
-MEMORY_COLUMNS = """
-    m.id, m.project_id, m.scope, m.owner_id, m.kind, m.content, m.key, m.category, m.pinned,
-    m.source_thread_ids, m.source, m.created_by, m.created_at, m.updated_at, m.expires_at,
-    m.invalidated_at, m.invalidation_reason, m.supersedes, m.superseded_by, m.embedding_model,
-    m.occurred_at
-"""
+# a memory's columns are its fields: `memories` has a column of the same name for each
+MEMORY_COLUMNS = ", ".join(f"m.{name}" for name in MEMORY_FIELDS)
 
 # The rows a principal may see in the scopes it asks for: its own user scope and the shared
 # project scope. Written as an OR of index-friendly branches.
@@ -79,30 +79,37 @@ def visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
     }
 
 
+def _reader(held: Any) -> Callable[[Any], Any] | None:
+    """How a column's value becomes the field's, where it is not already: enums from their
+    text, tuples from arrays."""
+    if isinstance(held, type) and issubclass(held, enum.Enum):
+        return held
+    if typing.get_origin(held) is tuple:
+        return tuple
+    return None
+
+
+_READERS = [(name, _reader(held)) for name, (held, _) in MEMORY_FIELDS.items()]
+
+
 def memory_from_row(row: dict[str, Any]) -> Memory:
     return Memory(
-        id=row["id"],
-        project_id=row["project_id"],
-        scope=Scope(row["scope"]),
-        owner_id=row["owner_id"],
-        kind=Kind(row["kind"]),
-        content=row["content"],
-        key=row["key"],
-        category=row["category"],
-        pinned=row["pinned"],
-        source_thread_ids=tuple(row["source_thread_ids"]),
-        source=row["source"],
-        created_by=row["created_by"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        expires_at=row["expires_at"],
-        invalidated_at=row["invalidated_at"],
-        invalidation_reason=row["invalidation_reason"],
-        supersedes=row["supersedes"],
-        superseded_by=row["superseded_by"],
-        embedding_model=row["embedding_model"],
-        occurred_at=row["occurred_at"],
+        **{
+            name: row[name] if read is None or row[name] is None else read(row[name])
+            for name, read in _READERS
+        }
     )
+
+
+def column_value(value: Any) -> Any:
+    """A field's value as its column takes it."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return Jsonb(value)
+    return value
 
 
 async def _fetch_memories(conn: Conn, sql: str, params: dict[str, Any]) -> list[Memory]:
@@ -131,16 +138,16 @@ async def lock_owner(conn: Conn, project_id: uuid.UUID, scope: Scope, owner_id: 
     )
 
 
+# what a save says is stored as said; the scope is decided by the caller
+_SAID = [name for name in SAID_FIELDS if name != "scope"]
 INSERT = f"""
     insert into memories as m (
-        id, project_id, scope, owner_id, kind, content, key, category, pinned,
-        source_thread_ids, source, created_by, created_at, updated_at, expires_at,
-        supersedes, embedding_model, embedding, occurred_at)
+        id, project_id, scope, owner_id, created_by, created_at, updated_at, supersedes,
+        embedding_model, embedding, {", ".join(_SAID)})
     values (
-        %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(kind)s, %(content)s, %(key)s,
-        %(category)s, %(pinned)s, %(source_thread_ids)s, %(source)s, %(created_by)s,
-        clock_timestamp(), clock_timestamp(), %(expires_at)s, %(supersedes)s, %(model)s,
-        %(embedding)s, %(occurred_at)s)
+        %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(created_by)s, clock_timestamp(),
+        clock_timestamp(), %(supersedes)s, %(model)s, %(embedding)s,
+        {", ".join(f"%({name})s" for name in _SAID)})
     returning {MEMORY_COLUMNS}
 """
 
@@ -159,19 +166,11 @@ def _insert_params(
         "project_id": principal.project_id,
         "scope": scope.value,
         "owner_id": principal.owner_for(scope),
-        "kind": new.kind.value,
-        "content": new.content,
-        "key": new.key,
-        "category": new.category,
-        "pinned": new.pinned,
-        "source_thread_ids": list(new.source_thread_ids),
-        "source": Jsonb(new.source) if new.source is not None else None,
         "created_by": principal.user_id,
-        "expires_at": new.expires_at,
         "supersedes": supersedes,
         "model": model,
         "embedding": embedding,
-        "occurred_at": new.occurred_at,
+        **{name: column_value(getattr(new, name)) for name in _SAID},
     }
 
 
@@ -240,7 +239,7 @@ async def absorb(
 async def invalidate(
     conn: Conn,
     memory_id: uuid.UUID,
-    reason: str,
+    reason: InvalidationReason,
     *,
     superseded_by: uuid.UUID | None = None,
     at_expiry: bool = False,
@@ -256,7 +255,12 @@ async def invalidate(
     memory = await _fetch_memory(
         conn,
         sql,
-        {"id": memory_id, "reason": reason, "superseded_by": superseded_by, "at_expiry": at_expiry},
+        {
+            "id": memory_id,
+            "reason": str(reason),
+            "superseded_by": superseded_by,
+            "at_expiry": at_expiry,
+        },
     )
     assert memory is not None
     return memory

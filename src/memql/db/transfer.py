@@ -7,12 +7,11 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
-from memql.db.memories import MEMORY_COLUMNS, memory_from_row
+from memql.db.memories import MEMORY_COLUMNS, column_value, memory_from_row
 from memql.db.pool import Conn
 from memql.embeddings import Vector
-from memql.model import Memory
+from memql.model import MEMORY_FIELDS, Memory
 
 
 async def every_memory(conn: Conn, project_id: uuid.UUID) -> AsyncIterator[Memory]:
@@ -27,14 +26,11 @@ async def every_memory(conn: Conn, project_id: uuid.UUID) -> AsyncIterator[Memor
             yield memory_from_row(row)
 
 
-IMPORT = """
-    insert into memories (
-        id, project_id, scope, owner_id, kind, content, key, category, pinned,
-        source_thread_ids, source, created_by, created_at, updated_at, expires_at,
-        invalidated_at, invalidation_reason, supersedes, superseded_by, embedding_model,
-        embedding, occurred_at)
-    values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-        %s, %s, %s)
+# an exported memory goes in as it was, every field in its column, with the importing model
+_STORED = [name for name in MEMORY_FIELDS if name != "embedding_model"]
+IMPORT = f"""
+    insert into memories ({", ".join(_STORED)}, embedding_model, embedding)
+    values ({", ".join(["%s"] * (len(_STORED) + 2))})
     on conflict (id) do nothing
 """
 
@@ -48,30 +44,7 @@ async def insert_imported(
         await cur.executemany(
             IMPORT,
             [
-                (
-                    memory.id,
-                    memory.project_id,
-                    memory.scope.value,
-                    memory.owner_id,
-                    memory.kind.value,
-                    memory.content,
-                    memory.key,
-                    memory.category,
-                    memory.pinned,
-                    list(memory.source_thread_ids),
-                    Jsonb(memory.source) if memory.source is not None else None,
-                    memory.created_by,
-                    memory.created_at,
-                    memory.updated_at,
-                    memory.expires_at,
-                    memory.invalidated_at,
-                    memory.invalidation_reason,
-                    memory.supersedes,
-                    memory.superseded_by,
-                    model,
-                    embedding,
-                    memory.occurred_at,
-                )
+                (*(column_value(getattr(memory, name)) for name in _STORED), model, embedding)
                 for memory, embedding in zip(memories, embeddings, strict=True)
             ],
         )

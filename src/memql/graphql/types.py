@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeAlias, cast
+from typing import Annotated, Any, TypeAlias
 
 import strawberry
 from strawberry.scalars import JSON
@@ -66,7 +68,7 @@ class Memory(Node):
         description="Set when retired, superseded or expired."
     )
     invalidation_reason: str | None = strawberry.field(
-        description="`retired`, `superseded` or `expired`."
+        description=f"{model.spoken(model.InvalidationReason, quote='`')}."
     )
     supersedes: strawberry.ID | None = strawberry.field(
         description="The id of the version this one replaced."
@@ -78,27 +80,28 @@ class Memory(Node):
 
     @classmethod
     def from_domain(cls, m: model.Memory) -> Memory:
+        """Every field of this type is the domain field of the same name (ids as `ID`,
+        tuples as lists); an expired memory reads as invalidated."""
         invalidated_at, reason = m.effective_invalidation(datetime.now(UTC))
+        values = {name: _graphql_value(getattr(m, name)) for name in _MEMORY_FIELDS}
         return cls(
-            id=strawberry.ID(str(m.id)),
-            kind=m.kind,
-            scope=m.scope,
-            content=m.content,
-            key=m.key,
-            category=m.category,
-            pinned=m.pinned,
-            source_thread_ids=list(m.source_thread_ids),
-            source=cast(JSON | None, m.source),
-            created_at=m.created_at,
-            updated_at=m.updated_at,
-            expires_at=m.expires_at,
-            occurred_at=m.occurred_at,
-            invalidated_at=invalidated_at,
-            invalidation_reason=reason,
-            supersedes=strawberry.ID(str(m.supersedes)) if m.supersedes else None,
-            superseded_by=strawberry.ID(str(m.superseded_by)) if m.superseded_by else None,
-            embedding_model=m.embedding_model,
+            **{
+                **values,
+                "invalidated_at": invalidated_at,
+                "invalidation_reason": str(reason) if reason is not None else None,
+            }
         )
+
+
+_MEMORY_FIELDS = tuple(f.name for f in dataclasses.fields(Memory))
+
+
+def _graphql_value(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return strawberry.ID(str(value))
+    if isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 @strawberry.type
@@ -267,10 +270,7 @@ class MemoryEvent:
     cursor: str = strawberry.field(
         description="Position in the event log; pass it as `since` to resume after this event."
     )
-    type: str = strawberry.field(
-        description="memory.created, memory.absorbed, memory.superseded, memory.retired,"
-        " memory.restored or memory.erased."
-    )
+    type: str = strawberry.field(description=f"{model.spoken(model.EventType)}.")
     scope: MemoryScope
     memory_id: strawberry.ID | None = strawberry.field(
         description="The memory changed (for memory.superseded, the new version); null when a"
@@ -294,7 +294,7 @@ class MemoryEvent:
         """The event as an app user reads it; `name_actor` for the project's own backend."""
         return cls(
             cursor=str(e.cursor),
-            type=e.type,
+            type=str(e.type),
             scope=e.scope,
             memory_id=strawberry.ID(str(e.memory_id)) if e.memory_id else None,
             memory=Memory.from_domain(e.memory) if e.memory else None,

@@ -6,7 +6,7 @@ import json
 import uuid
 
 from memql.codec import memory_from_dict, memory_to_dict, parse_time
-from memql.model import MemoryEvent, Scope
+from memql.model import EventType, MemoryEvent, Scope
 
 CHANNEL_PREFIX = "memql:events"
 
@@ -41,7 +41,7 @@ def encode(event: MemoryEvent) -> str:
             "project_id": str(event.project_id),
             "scope": event.scope.value,
             "owner_id": event.owner_id,
-            "type": event.type,
+            "type": str(event.type),
             "memory_id": str(event.memory_id) if event.memory_id else None,
             "actor_id": event.actor_id,
             "occurred_at": event.occurred_at.isoformat(),
@@ -60,7 +60,7 @@ def decode(text: str) -> MemoryEvent:
         project_id=uuid.UUID(d["project_id"]),
         scope=Scope(d["scope"]),
         owner_id=d["owner_id"],
-        type=d["type"],
+        type=EventType(d["type"]),
         memory_id=uuid.UUID(d["memory_id"]) if d["memory_id"] else None,
         actor_id=d["actor_id"],
         occurred_at=occurred_at,

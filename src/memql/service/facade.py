@@ -32,6 +32,8 @@ from memql.model import (
     Consumer,
     ContextBlock,
     EraseResult,
+    EventType,
+    InvalidationReason,
     Kind,
     Memory,
     MemoryEvent,
@@ -207,8 +209,8 @@ class MemoryService:
         async with self._sessions.bound(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(memory, "retire")
-            retired = await db_memories.invalidate(conn, memory.id, "retired")
-            await saving.emit(conn, principal, "memory.retired", memory)
+            retired = await db_memories.invalidate(conn, memory.id, InvalidationReason.RETIRED)
+            await saving.emit(conn, principal, EventType.RETIRED, memory)
             return retired
 
     @validation.storable_arguments
@@ -217,7 +219,7 @@ class MemoryService:
         by superseding instead)."""
         async with self._sessions.bound(principal) as conn:
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
-            if memory.invalidation_reason != "retired":
+            if memory.invalidation_reason is not InvalidationReason.RETIRED:
                 state = memory.invalidation_reason or "live"
                 raise Conflict(f"only a retired memory can be restored; this one is {state}")
             if memory.key is not None and await db_memories.get_live_by_key(
@@ -225,7 +227,7 @@ class MemoryService:
             ):
                 raise Conflict(f"another live memory holds the key {memory.key!r}")
             restored = await db_memories.reinstate(conn, memory.id)
-            await saving.emit(conn, principal, "memory.restored", memory)
+            await saving.emit(conn, principal, EventType.RESTORED, memory)
             return restored
 
     @validation.storable_arguments
@@ -238,7 +240,7 @@ class MemoryService:
             await saving.emit(
                 conn,
                 principal,
-                "memory.erased",
+                EventType.ERASED,
                 memory,
                 {"versions": len(ids)},
             )
@@ -254,7 +256,7 @@ class MemoryService:
             await db_events.insert_event(
                 conn,
                 principal,
-                type="memory.erased",
+                type=EventType.ERASED,
                 scope=Scope.USER,
                 memory_id=None,
                 payload={"versions": count},

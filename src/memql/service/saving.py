@@ -11,12 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from memql import dedup
+from memql import codec, dedup
 from memql.db import events as db_events
 from memql.db import memories as db_memories
 from memql.db.pool import Conn
 from memql.embeddings import Vector
 from memql.model import (
+    EventType,
+    InvalidationReason,
     Memory,
     NearDuplicate,
     NewMemory,
@@ -33,7 +35,7 @@ NEAR_DUPLICATES_REPORTED = 5
 async def emit(
     conn: Conn,
     principal: Principal,
-    type: str,
+    type: EventType,
     memory: Memory,
     payload: dict[str, Any] | None = None,
 ) -> None:
@@ -83,10 +85,7 @@ class Saving:
         await db_events.insert_events(
             conn,
             principal,
-            [
-                ("memory.created", m.scope, m.id, {"memory": db_events.snapshot(m)})
-                for m in created
-            ],
+            [(EventType.CREATED, m.scope, m.id, {"memory": codec.snapshot(m)}) for m in created],
         )
         return [
             SaveResult(
@@ -166,7 +165,9 @@ class Saving:
             current = await db_memories.get_live_by_key(conn, principal, scope, new.key)
             if current is not None:
                 if current.expires_at is not None and current.expires_at <= datetime.now(UTC):
-                    await db_memories.invalidate(conn, current.id, "expired", at_expiry=True)
+                    await db_memories.invalidate(
+                        conn, current.id, InvalidationReason.EXPIRED, at_expiry=True
+                    )
                 else:
                     return await self.replace(conn, principal, current, new, vector)
         near = await self.near_duplicates(conn, principal, scope, vector, new.content)
@@ -199,9 +200,7 @@ class Saving:
         created = await db_memories.insert_memory(
             conn, principal, new, scope=scope, embedding=vector, model=self._model
         )
-        await emit(
-            conn, principal, "memory.created", created, {"memory": db_events.snapshot(created)}
-        )
+        await emit(conn, principal, EventType.CREATED, created, {"memory": codec.snapshot(created)})
         return SaveResult(SaveOutcome.CREATED, created, tuple(near))
 
     async def near_duplicates(
@@ -250,7 +249,7 @@ class Saving:
         await emit(
             conn,
             principal,
-            "memory.absorbed",
+            EventType.ABSORBED,
             existing,
             {
                 # the absorbed text is kept so nothing said is lost
@@ -267,7 +266,9 @@ class Saving:
     ) -> SaveResult:
         """Retire `old` as superseded and insert `new` as its next version, in this transaction."""
         new_id = uuid.uuid4()
-        retired = await db_memories.invalidate(conn, old.id, "superseded", superseded_by=new_id)
+        retired = await db_memories.invalidate(
+            conn, old.id, InvalidationReason.SUPERSEDED, superseded_by=new_id
+        )
         created = await db_memories.insert_memory(
             conn,
             principal,
@@ -281,9 +282,9 @@ class Saving:
         await emit(
             conn,
             principal,
-            "memory.superseded",
+            EventType.SUPERSEDED,
             created,
-            {"memory": db_events.snapshot(created), "supersededId": str(old.id)},
+            {"memory": codec.snapshot(created), "supersededId": str(old.id)},
         )
         near = await self.near_duplicates(
             conn, principal, old.scope, vector, new.content, exclude=[created.id]
