@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from memql.model import MEMORY_FIELDS, SAID_FIELDS, Memory
+from memql.model import MEMORY_FIELDS, SAID_FIELDS, Memory, spoken
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -33,19 +33,53 @@ def json_value(value: Any) -> Any:
     return value
 
 
+class UnreadableField(ValueError):
+    """A record's field holds what the field cannot."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def _field_value(name: str, value: Any, held: Any, optional: bool) -> Any:
     """The inverse of `json_value` for the field `name`, holding `held`."""
     if value is None:
         if optional:
             return None
-        raise ValueError(f"{name} is required")
-    if held is datetime:
-        return datetime.fromisoformat(value)
-    if typing.get_origin(held) is tuple:
-        return tuple(value)
-    if held in (uuid.UUID, str, bool) or (isinstance(held, type) and issubclass(held, enum.Enum)):
+        raise UnreadableField(name, f"`{name}` is required")
+    if isinstance(held, type) and issubclass(held, enum.Enum):
+        if value not in {m.value for m in held}:
+            raise UnreadableField(name, f"`{name}` is one of {spoken(m.value for m in held)}")
         return held(value)
+    if typing.get_origin(held) is tuple:
+        if not isinstance(value, list):
+            raise UnreadableField(name, f"`{name}` is a list")
+        return tuple(value)
+    if held in _READ:
+        kind, read = _READ[held]
+        try:
+            return read(value)
+        except (ValueError, TypeError, AttributeError):
+            raise UnreadableField(name, f"`{name}` is {kind}") from None
     return value
+
+
+def _exactly(kind: type) -> Any:
+    def read(value: Any) -> Any:
+        if not isinstance(value, kind):
+            raise TypeError(kind)
+        return value
+
+    return read
+
+
+# what a JSON value of each held type must be, and how it is read
+_READ: dict[Any, tuple[str, Any]] = {
+    uuid.UUID: ("a UUID", uuid.UUID),
+    datetime: ("an ISO 8601 instant", datetime.fromisoformat),
+    str: ("a string", _exactly(str)),
+    bool: ("true or false", _exactly(bool)),
+}
 
 
 def memory_to_dict(m: Memory) -> dict[str, Any]:

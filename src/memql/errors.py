@@ -4,7 +4,9 @@ transport decides how it answers one (HTTP statuses: `http_errors.status_for`)."
 from __future__ import annotations
 
 import logging
+import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 _log = logging.getLogger("memql.errors")
@@ -19,6 +21,21 @@ class MemqlError(Exception):
         super().__init__(message)
         self.message = message
         self.extensions = extensions
+
+
+# a domain name of a field or argument as messages quote it: `source_thread_ids`
+_QUOTED_NAME = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
+
+
+def spelled(error: MemqlError, rename: Callable[[str], str]) -> tuple[str, dict[str, Any]]:
+    """`error`'s message and extensions with the domain's names of fields and arguments (in
+    backquotes, and as `field` and `argument`) as a transport spells them for its callers."""
+    message = _QUOTED_NAME.sub(lambda m: f"`{rename(m.group(1))}`", error.message)
+    extensions = {
+        k: rename(v) if k in ("field", "argument") and isinstance(v, str) else v
+        for k, v in error.extensions.items()
+    }
+    return message, extensions
 
 
 class BadInput(MemqlError):

@@ -23,14 +23,36 @@ BATCH_MAX_LIMIT = 100
 
 @dataclass(frozen=True)
 class Limits:
+    """Every bound a caller meets, and the defaults within them, in one place: the service and
+    validation enforce them; GraphQL argument defaults and MCP tool schemas read `LIMITS`."""
+
+    # a memory
     content_chars: int = 8192
+    key_chars: int = 128
+    category_chars: int = 64
     source_thread_ids: int = 100
+    thread_id_chars: int = 256
+    source_bytes: int = 16 * 1024
+    # JSON values (`source`) deeper than this are refused before anything serialises them
+    json_depth: int = 32
+    # one save of several memories
+    batch_save: int = 100
+    # pages of a list
     list_default: int = 50
     list_max: int = 200
+    # recall hits
     recall_default: int = 5
     recall_max: int = 20
+    # the context block, in characters; the most memories it considers (a budget of 8000
+    # characters holds ~100)
     context_budget: int = 8000
-    batch_save: int = 100
+    context_budget_max: int = 100_000
+    context_candidates: int = 500
+    # near-duplicates a save reports
+    near_duplicates_reported: int = 5
+
+
+LIMITS = Limits()
 
 
 @dataclass(frozen=True)

@@ -22,19 +22,18 @@ from typing import IO, Any
 
 from memql import validation
 from memql.access.identity import canonical_user_id
-from memql.codec import memory_from_dict, memory_to_dict
+from memql.codec import UnreadableField, memory_from_dict, memory_to_dict
 from memql.db import transfer as db_transfer
 from memql.db.pool import Conn
 from memql.embeddings import Embedder, Vector
 from memql.errors import BadInput, MemqlError
 from memql.model import Memory, Scope
-from memql.settings import Limits
+from memql.settings import LIMITS, Limits
 
 BATCH = 128
 # far above any record the limits allow (8,192 characters of content, 16 KiB of source, 100
 # thread ids of 256 characters)
 LINE_MAX_CHARS = 1024 * 1024
-INVALIDATION_REASONS = frozenset({"retired", "superseded", "expired"})
 
 
 def to_line(memory: Memory) -> str:
@@ -55,12 +54,14 @@ def from_line(
         if not isinstance(record, dict):
             raise TypeError("a record is a JSON object")
         memory = memory_from_dict(record, project_id=project_id)
+    except UnreadableField as exc:
+        raise BadInput(f"line {number}: {exc}", line=number, field=exc.field) from None
     except RecursionError:
         raise BadInput(f"line {number}: not a memql export record (nested too deeply)") from None
     except (KeyError, ValueError, TypeError) as exc:  # ValueError: JSON, or an overlong integer
         raise BadInput(f"line {number}: not a memql export record ({exc!r})") from None
     try:
-        return storable_record(record, memory, limits or Limits())
+        return storable_record(record, memory, limits or LIMITS)
     except MemqlError as exc:
         raise BadInput(f"line {number}: {exc.message}", line=number, **exc.extensions) from None
 
@@ -68,13 +69,11 @@ def from_line(
 def storable_record(record: dict[str, Any], memory: Memory, limits: Limits) -> Memory:
     """`memory` as the API would have stored it, or BadInput naming the record's field."""
     for name, value in record.items():
-        validation.storable(value, field=name)
+        validation.storable(value, field=name, limits=limits)
     if not isinstance(memory.source, dict | None):
         raise BadInput("`source` must be a JSON object or null", field="source")
     if not all(isinstance(t, str) for t in memory.source_thread_ids):
         raise BadInput("`source_thread_ids` must be strings", field="source_thread_ids")
-    if memory.key is not None and not isinstance(memory.key, str):
-        raise BadInput("`key` must be a string or null", field="key")
     if memory.scope is Scope.PROJECT:
         if memory.owner_id != "":
             raise BadInput("`owner_id` of a project memory is empty", field="owner_id")
@@ -89,21 +88,14 @@ def storable_record(record: dict[str, Any], memory: Memory, limits: Limits) -> M
             "`invalidated_at` and `invalidation_reason` are both set or both null",
             field="invalidation_reason",
         )
-    if memory.invalidation_reason not in INVALIDATION_REASONS | {None}:
-        raise BadInput(
-            f"`invalidation_reason` is one of {', '.join(sorted(INVALIDATION_REASONS))}",
-            field="invalidation_reason",
-        )
     return replace(
         memory,
         owner_id=owner,
         content=validation.content(memory.content, limits),
-        key=validation.key(memory.key),
-        category=validation.category(memory.category),
-        source_thread_ids=validation.thread_ids(
-            memory.source_thread_ids, limits, field="source_thread_ids"
-        ),
-        source=validation.source(memory.source),
+        key=validation.key(memory.key, limits),
+        category=validation.category(memory.category, limits),
+        source_thread_ids=validation.thread_ids(memory.source_thread_ids, limits),
+        source=validation.source(memory.source, limits),
     )
 
 
@@ -150,7 +142,7 @@ async def import_(
     async with conn.transaction():
         pending: tuple[list[Memory], asyncio.Future[list[Vector]]] | None = None
         try:
-            async for batch in _batches(lines, project_id, limits or Limits()):
+            async for batch in _batches(lines, project_id, limits or LIMITS):
                 embedding = asyncio.ensure_future(embedder.embed([m.content for m in batch]))
                 if pending is not None:
                     await write(*pending)

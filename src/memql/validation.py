@@ -1,4 +1,8 @@
-"""Input rules shared by every entry point (GraphQL, MCP, import). Pure; raises BadInput."""
+"""Input rules shared by every entry point (GraphQL, MCP, import). Pure; raises BadInput.
+
+Errors name fields and arguments as the domain does (`source_thread_ids`, `occurred_after`);
+each transport renames them for its callers (GraphQL in camelCase, MCP as its tools spell
+their arguments). Every bound is one of `Limits`."""
 
 from __future__ import annotations
 
@@ -15,14 +19,8 @@ from typing import Any, TypeVar
 
 from memql.errors import BadInput
 from memql.model import NewMemory, TimeRange
-from memql.settings import Limits
+from memql.settings import LIMITS, Limits
 
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
-CATEGORY_MAX = 64
-THREAD_ID_MAX = 256
-SOURCE_MAX_BYTES = 16 * 1024
-# JSON values (`source`) deeper than this are refused before anything serialises them
-JSON_MAX_DEPTH = 32
 # integers in JSON values: what every JSON client and PostgreSQL's bigint agree on
 JSON_INT_RANGE = range(-(2**63), 2**63)
 # PostgreSQL `text` and `jsonb` cannot hold NUL; a lone surrogate (U+D800..U+DFFF) is not a
@@ -44,54 +42,58 @@ def content(text: str, limits: Limits, *, field: str = "content") -> str:
     return trimmed
 
 
-def key(value: str | None) -> str | None:
+@functools.cache
+def _key_pattern(chars: int) -> re.Pattern[str]:
+    return re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._:/-]{{0,{chars - 1}}}$")
+
+
+def key(value: str | None, limits: Limits) -> str | None:
     if value is None:
         return None
     value = value.strip()
-    if not KEY_PATTERN.match(value):
+    if not _key_pattern(limits.key_chars).match(value):
         raise BadInput(
-            "`key` must be a slug: 1..128 of letters, digits and . _ : / -, starting with a"
-            " letter or digit",
+            f"`key` must be a slug: 1..{limits.key_chars} of letters, digits and . _ : / -,"
+            " starting with a letter or digit",
             field="key",
         )
     return value
 
 
-def category(value: str | None) -> str:
+def category(value: str | None, limits: Limits) -> str:
     if value is None:
         return "general"
     value = value.strip()
-    if not value or len(value) > CATEGORY_MAX or _LINE_BREAK.search(value):
+    if not value or len(value) > limits.category_chars or _LINE_BREAK.search(value):
         raise BadInput(
-            f"`category` must be 1..{CATEGORY_MAX} characters on one line", field="category"
+            f"`category` must be 1..{limits.category_chars} characters on one line",
+            field="category",
         )
     return value
 
 
-def thread_ids(
-    values: tuple[str, ...] | list[str], limits: Limits, *, field: str = "sourceThreadIds"
-) -> tuple[str, ...]:
+def thread_ids(values: tuple[str, ...] | list[str], limits: Limits) -> tuple[str, ...]:
     cleaned = tuple(dict.fromkeys(v.strip() for v in values))
     if len(cleaned) > limits.source_thread_ids:
         raise BadInput(
-            f"`{field}` has {len(cleaned)} ids; the limit is {limits.source_thread_ids}",
-            field=field,
+            f"`source_thread_ids` has {len(cleaned)} ids; the limit is {limits.source_thread_ids}",
+            field="source_thread_ids",
         )
-    if any(not v or len(v) > THREAD_ID_MAX for v in cleaned):
+    if any(not v or len(v) > limits.thread_id_chars for v in cleaned):
         raise BadInput(
-            f"each of `{field}` must be 1..{THREAD_ID_MAX} characters",
-            field=field,
+            f"each of `source_thread_ids` must be 1..{limits.thread_id_chars} characters",
+            field="source_thread_ids",
         )
     return cleaned
 
 
-def source(value: Any) -> dict[str, Any] | None:
+def source(value: Any, limits: Limits) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise BadInput("`source` must be a JSON object", field="source")
-    if len(json.dumps(value)) > SOURCE_MAX_BYTES:
-        raise BadInput(f"`source` is larger than {SOURCE_MAX_BYTES} bytes", field="source")
+    if len(json.dumps(value)) > limits.source_bytes:
+        raise BadInput(f"`source` is larger than {limits.source_bytes} bytes", field="source")
     return value
 
 
@@ -101,7 +103,7 @@ def expires_at(value: datetime | None, now: datetime) -> datetime | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     if value <= now:
-        raise BadInput("`expiresAt` must be in the future", field="expiresAt")
+        raise BadInput("`expires_at` must be in the future", field="expires_at")
     return value
 
 
@@ -113,11 +115,12 @@ def instant(value: datetime | None) -> datetime | None:
 
 
 def time_range(after: datetime | None, before: datetime | None, *, field: str) -> TimeRange:
-    """The range [after, before) of `<field>After` / `<field>Before`; it must not be empty."""
+    """The range [after, before) of `<field>_after` / `<field>_before`; it must not be
+    empty."""
     rng = TimeRange(instant(after), instant(before))
     if rng.after is not None and rng.before is not None and rng.after >= rng.before:
         raise BadInput(
-            f"`{field}After` must be earlier than `{field}Before`", field=f"{field}After"
+            f"`{field}_after` must be earlier than `{field}_before`", field=f"{field}_after"
         )
     return rng
 
@@ -128,10 +131,10 @@ def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> N
     return replace(
         raw,
         content=content(raw.content, limits),
-        key=key(raw.key),
-        category=category(raw.category),
+        key=key(raw.key, limits),
+        category=category(raw.category, limits),
         source_thread_ids=thread_ids(raw.source_thread_ids, limits),
-        source=source(raw.source),
+        source=source(raw.source, limits),
         expires_at=expires_at(raw.expires_at, now),
         occurred_at=instant(raw.occurred_at),
     )
@@ -185,10 +188,10 @@ def storable_text(value: str, *, field: str) -> None:
     raise BadInput(f"`{field}` contains {what}, which cannot be stored", field=field)
 
 
-def storable_json(value: Any, *, field: str) -> None:
+def storable_json(value: Any, *, field: str, limits: Limits) -> None:
     """Refuse what JSON text or `jsonb` cannot hold: non-finite numbers, integers beyond 64
-    bits, unstorable text in keys or values, nesting deeper than JSON_MAX_DEPTH. Iterative, so
-    no value is too deep to be checked."""
+    bits, unstorable text in keys or values, nesting deeper than `limits.json_depth`.
+    Iterative, so no value is too deep to be checked."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -205,9 +208,9 @@ def storable_json(value: Any, *, field: str) -> None:
             if item not in JSON_INT_RANGE:
                 raise BadInput(f"`{field}` holds an integer beyond 64 bits", field=field)
         elif isinstance(item, dict | list | tuple):
-            if depth >= JSON_MAX_DEPTH:
+            if depth >= limits.json_depth:
                 raise BadInput(
-                    f"`{field}` is nested deeper than {JSON_MAX_DEPTH} levels", field=field
+                    f"`{field}` is nested deeper than {limits.json_depth} levels", field=field
                 )
             if isinstance(item, dict):
                 for k, v in item.items():
@@ -217,26 +220,20 @@ def storable_json(value: Any, *, field: str) -> None:
                 stack.extend((v, depth + 1) for v in item)
 
 
-def camel(name: str) -> str:
-    """A domain name as the API spells it (`source_thread_ids` -> `sourceThreadIds`)."""
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-def storable(value: Any, *, field: str) -> None:
+def storable(value: Any, *, field: str, limits: Limits = LIMITS) -> None:
     """Check one argument of the service: text, JSON, a save request, or a sequence of them."""
     if isinstance(value, str):
         storable_text(value, field=field)
     elif isinstance(value, dict):
-        storable_json(value, field=field)
+        storable_json(value, field=field, limits=limits)
     elif is_dataclass(value) and not isinstance(value, type):
         for f in fields(value):
-            storable(getattr(value, f.name), field=camel(f.name))
+            storable(getattr(value, f.name), field=f.name, limits=limits)
     elif isinstance(value, list | tuple):
         batch = len(value) > 1 and all(is_dataclass(v) for v in value)
         for index, item in enumerate(value):
             try:
-                storable(item, field=field)
+                storable(item, field=field, limits=limits)
             except BadInput as exc:
                 if batch:
                     exc.extensions["index"] = index
@@ -252,14 +249,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def storable_arguments(method: F) -> F:
     """Every argument of a service method after the principal is checked with `storable`
-    before the method runs: the one gate between every transport and the database."""
+    (within the service's `limits`) before the method runs: the one gate between every
+    transport and the database."""
     signature = inspect.signature(method)
 
     @functools.wraps(method)
     def checked(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
+        limits = getattr(args[0], "limits", LIMITS)
         for name, value in list(bound.arguments.items())[2:]:  # self, principal
-            storable(value, field=camel(name))
+            storable(value, field=name, limits=limits)
         return method(*args, **kwargs)
 
     return checked  # type: ignore[return-value]

@@ -478,3 +478,46 @@ async def test_a_category_with_a_line_break_is_bad_input(alice, tenant, db, brk)
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     assert body["errors"][0]["extensions"]["field"] == "category"
     assert await count_rows(db, tenant.project_id) == before
+
+
+async def test_each_transport_names_a_refused_field_as_its_callers_sent_it(http, tenant, db):
+    """The service names fields as the domain does; GraphQL callers are told the camelCase
+    names they sent, MCP agents the tools' own argument names, in the message and the field."""
+    later, earlier = "2026-03-02T00:00:00Z", "2026-03-01T00:00:00Z"
+    query = (
+        "query R($a: DateTime, $b: DateTime) {"
+        ' recall(query: "tea", occurredAfter: $a, occurredBefore: $b) { score } }'
+    )
+    response = await post_graphql(
+        http, tenant, body_bytes({"query": query, "variables": {"a": later, "b": earlier}})
+    )
+    assert code_of(response) == "BAD_USER_INPUT"
+    error = response.json()["errors"][0]
+    assert error["extensions"]["field"] == "occurredAfter"
+    assert error["message"] == "`occurredAfter` must be earlier than `occurredBefore`"
+
+    arguments = {"query": "tea", "occurred_after": later, "occurred_before": earlier}
+    result = (await mcp_call(http, tenant, "recall_memory", arguments)).json()["result"]
+    error = result["structuredContent"]["error"]
+    assert error["field"] == "occurred_after"
+    assert error["message"] == "`occurred_after` must be earlier than `occurred_before`"
+
+    too_many = [f"t{i}" for i in range(101)]
+    saved = await mcp_call(
+        http,
+        tenant,
+        "save_memory",
+        {"content": "Tea.", "kind": "topical", "source_thread_ids": too_many},
+    )
+    error = saved.json()["result"]["structuredContent"]["error"]
+    assert error["field"] == "source_thread_ids", error
+    assert "`source_thread_ids` has 101 ids" in error["message"], error
+    response = await post_graphql(
+        http,
+        tenant,
+        body_bytes({"query": SAVE, "variables": {"input": {**OK, "sourceThreadIds": too_many}}}),
+    )
+    assert code_of(response) == "BAD_USER_INPUT"
+    error = response.json()["errors"][0]
+    assert error["extensions"]["field"] == "sourceThreadIds"
+    assert "`sourceThreadIds` has 101 ids" in error["message"]

@@ -6,7 +6,8 @@ import logging
 
 from graphql import GraphQLError
 
-from memql.errors import MemqlError, mask
+from memql.codec import camel
+from memql.errors import MemqlError, mask, spelled
 
 log = logging.getLogger("memql.errors")
 
@@ -15,11 +16,9 @@ def classify(error: GraphQLError) -> None:
     """Give `error` its code, in place; mask and log what the caller was not meant to see."""
     original = error.original_error
     if isinstance(original, MemqlError):
-        error.extensions = {
-            **(error.extensions or {}),
-            **original.extensions,
-            "code": original.code,
-        }
+        # the domain's names as GraphQL spells them: `source_thread_ids` -> `sourceThreadIds`
+        error.message, extensions = spelled(original, camel)
+        error.extensions = {**(error.extensions or {}), **extensions, "code": original.code}
     elif original is None or isinstance(original, GraphQLError) or error.path is None:
         # raised by GraphQL itself, before any resolver ran: syntax, validation (unknown
         # fields), variable coercion (unknown enum values, malformed scalars)

@@ -10,6 +10,7 @@ from strawberry.scalars import JSON
 
 from memql import model
 from memql.graphql.types import MemoryKind, MemoryScope
+from memql.settings import LIMITS
 
 
 @strawberry.input(description="A memory to save. Only `content` and `kind` are required.")
@@ -29,7 +30,8 @@ class SaveMemoryInput:
     category: str | None = strawberry.field(default=None, description="Defaults to `general`.")
     pinned: bool = False
     source_thread_ids: list[str] = strawberry.field(
-        default_factory=list, description="Provenance: up to 100 thread ids."
+        default_factory=list,
+        description=f"Provenance: up to {LIMITS.source_thread_ids} thread ids.",
     )
     source: JSON | None = strawberry.field(
         default=None, description="Provenance object (tool, agent, message)."

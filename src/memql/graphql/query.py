@@ -23,6 +23,7 @@ from memql.graphql.types import (
     Viewer,
     Webhook,
 )
+from memql.settings import LIMITS
 from memql.validation import parse_id
 
 OccurredAfter = Annotated[
@@ -62,9 +63,10 @@ class Query:
 
     @strawberry.field(
         description="Memories, newest created first unless `orderBy` says otherwise; live ones"
-        " unless includeInvalidated. Page forward with `first`/`after` (default 50, at most"
-        " 200) or backward with `last`/`before`. Time ranges include their `…After` instant"
-        " and exclude their `…Before` one."
+        " unless includeInvalidated. Page forward with `first`/`after` (default"
+        f" {LIMITS.list_default}, at most {LIMITS.list_max}) or backward with"
+        " `last`/`before`. Time ranges include their `…After` instant and exclude their"
+        " `…Before` one."
     )
     async def memories(
         self,
@@ -77,7 +79,9 @@ class Query:
         include_invalidated: bool = False,
         first: Annotated[
             int | None,
-            strawberry.argument(description="Page size from the start or `after` (default 50)."),
+            strawberry.argument(
+                description=f"Page size from the start or `after` (default {LIMITS.list_default})."
+            ),
         ] = None,
         after: str | None = None,
         occurred_after: OccurredAfter = None,
@@ -142,7 +146,7 @@ class Query:
         self,
         info: Info,
         query: str,
-        limit: int = 5,
+        limit: int = LIMITS.recall_default,
         scope: MemoryScope | None = None,
         kinds: list[MemoryKind] | None = None,
         categories: list[str] | None = None,
@@ -174,7 +178,7 @@ class Query:
         " to `query` (or the newest), within `budget` characters."
     )
     async def memory_context(
-        self, info: Info, query: str | None = None, budget: int = 8000
+        self, info: Info, query: str | None = None, budget: int = LIMITS.context_budget
     ) -> MemoryContext:
         block = await info.context.service.context(
             info.context.principal, query=query, budget=budget

@@ -27,7 +27,7 @@ from memql.graphql.query import Query
 from memql.graphql.rendering import RenderOnce
 from memql.graphql.subscription import Subscription
 from memql.graphql.write_budget import WriteBudget
-from memql.settings import Limits
+from memql.settings import LIMITS
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -61,7 +61,7 @@ class OperationNameRequired(SchemaExtension):
 
 
 def build_schema(
-    *, introspection: bool = True, max_writes: int = Limits().batch_save, batch_max: int = 0
+    *, introspection: bool = True, max_writes: int = LIMITS.batch_save, batch_max: int = 0
 ) -> strawberry.Schema:
     """The schema with memql's limits. `max_writes`: the memories one request may write,
     across all its fields and aliases; `batch_max` > 0 lets one POST carry that many

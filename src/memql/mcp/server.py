@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -38,10 +37,11 @@ from memql.errors import (
     ServiceUnavailable,
     Unauthenticated,
     mask,
+    spelled,
 )
 from memql.http_errors import error_response, status_for
 from memql.mcp import prompts
-from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tools_for
+from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tool_argument, tools_for
 from memql.model import Principal
 from memql.service import MemoryService
 
@@ -127,17 +127,9 @@ def _result(body: dict[str, Any], *, is_error: bool = False) -> types.CallToolRe
 
 def _error(exc: MemqlError) -> types.CallToolResult:
     """An expected failure, told to the agent so it can correct itself (same codes as GraphQL),
-    naming fields as the tools spell them (`source_thread_ids`, not `sourceThreadIds`)."""
-    message, extensions = exc.message, dict(exc.extensions)
-    field = extensions.get("field")
-    if isinstance(field, str):
-        extensions["field"] = _snake(field)
-        message = message.replace(f"`{field}`", f"`{extensions['field']}`")
+    naming fields and arguments as the tools spell them (`source_thread_ids`)."""
+    message, extensions = spelled(exc, tool_argument)
     return _result({"error": {"code": exc.code, "message": message, **extensions}}, is_error=True)
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 class McpEndpoint:

@@ -27,6 +27,7 @@ from memql.model import (
     Scope,
 )
 from memql.service import MemoryService
+from memql.settings import LIMITS
 from memql.validation import parse_id
 
 KindName = Literal["topical", "episodic", "operational"]
@@ -39,6 +40,15 @@ KIND_HELP = (
 SCOPE_HELP = "user: private to the user you act for (default); project: shared across the project."
 OCCURRED_AFTER_HELP = "Only memories of events that happened at or after this (ISO 8601)."
 OCCURRED_BEFORE_HELP = "Only memories of events that happened before this (ISO 8601)."
+
+
+# the service's names that the tools spell otherwise; every other name is the same
+_TOOL_ARGUMENTS = {"include_invalidated": "include_forgotten", "memory_id": "id"}
+
+
+def tool_argument(name: str) -> str:
+    """A field or argument of the service as the tools name it."""
+    return _TOOL_ARGUMENTS.get(name, name)
 
 
 class _Schema(GenerateJsonSchema):
@@ -70,7 +80,10 @@ class RecallArgs(Args):
         min_length=1,
     )
     limit: int | None = Field(
-        None, ge=1, le=20, description="How many memories to return, best first (default 5)."
+        None,
+        ge=1,
+        le=LIMITS.recall_max,
+        description=f"How many memories to return, best first (default {LIMITS.recall_default}).",
     )
     scope: ScopeName | None = Field(None, description=f"Only this scope. {SCOPE_HELP}")
     kinds: list[KindName] | None = Field(None, description=f"Only these kinds. {KIND_HELP}")
@@ -98,7 +111,10 @@ class ListArgs(Args):
     occurred_after: datetime | None = Field(None, description=OCCURRED_AFTER_HELP)
     occurred_before: datetime | None = Field(None, description=OCCURRED_BEFORE_HELP)
     first: int | None = Field(
-        None, ge=1, le=200, description="Page size, newest first (default 50)."
+        None,
+        ge=1,
+        le=LIMITS.list_max,
+        description=f"Page size, newest first (default {LIMITS.list_default}).",
     )
     after: str | None = Field(None, description="`next_cursor` of the previous page.")
 
@@ -106,7 +122,7 @@ class ListArgs(Args):
 class _MemoryFields(Args):
     content: str = Field(
         description="The statement, self-contained and in the third person"
-        ' ("Prefers concise status updates."), 1..8192 characters.',
+        f' ("Prefers concise status updates."), 1..{LIMITS.content_chars} characters.',
         min_length=1,
     )
     kind: KindName = Field(description=KIND_HELP)
@@ -117,7 +133,9 @@ class _MemoryFields(Args):
         False, description="Always put it first in the context block; for standing rules."
     )
     source_thread_ids: list[str] | None = Field(
-        None, description="Ids of the conversations this came from (provenance, up to 100)."
+        None,
+        description="Ids of the conversations this came from (provenance, up to"
+        f" {LIMITS.source_thread_ids}).",
     )
     expires_at: datetime | None = Field(
         None, description="ISO 8601 instant after which the memory no longer applies."

@@ -52,7 +52,7 @@ from memql.model import (
 )
 from memql.service import saving
 from memql.service.saving import Saving
-from memql.settings import Settings
+from memql.settings import Limits, Settings
 from memql.webhooks import registry as webhook_registry
 
 if TYPE_CHECKING:
@@ -66,9 +66,6 @@ if TYPE_CHECKING:
 DEFAULT_WEIGHTS = Weights(
     vector=0.76, lexical=0.20, recency=0.02, pinned=0.02, recency_half_life_days=90.0
 )
-# the most memories a context block considers (a budget of 8000 characters holds ~100)
-CONTEXT_CANDIDATES = 500
-CONTEXT_BUDGET_MAX = 100_000
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +86,10 @@ class MemoryService:
         self._limits = settings.limits
         self._weights = weights or settings.recall_weights or DEFAULT_WEIGHTS
         self._saving = Saving(settings, embedder.model)
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
 
     @property
     def model(self) -> str:
@@ -295,7 +296,7 @@ class MemoryService:
             key_scope = scope or Scope.USER
             found = (
                 await db_memories.get_live_by_key(
-                    conn, principal, key_scope, validation.key(key) or ""
+                    conn, principal, key_scope, validation.key(key, self._limits) or ""
                 )
                 if key_scope in readable
                 else None
@@ -374,7 +375,7 @@ class MemoryService:
             created=validation.time_range(created_after, created_before, field="created"),
             updated=validation.time_range(updated_after, updated_before, field="updated"),
             occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
-            source=validation.source(source),
+            source=validation.source(source, self._limits),
         )
         async with self._sessions.read(principal) as conn:
             rows, more, behind = await db_memories.list_page(
@@ -427,7 +428,7 @@ class MemoryService:
             limit, self._limits.recall_default, self._limits.recall_max, field="limit"
         )
         occurred = validation.time_range(occurred_after, occurred_before, field="occurred")
-        floor = validation.score(min_score, field="minScore")
+        floor = validation.score(min_score, field="min_score")
         hits = await self._recall(
             principal,
             validation.content(query, self._limits, field="query"),
@@ -476,14 +477,14 @@ class MemoryService:
         """The block a trusted loop puts in its system prompt: pinned first, then the most
         relevant to `query` (or the newest without one), within `budget` characters."""
         budget = validation.bounded(
-            budget, self._limits.context_budget, CONTEXT_BUDGET_MAX, field="budget"
+            budget, self._limits.context_budget, self._limits.context_budget_max, field="budget"
         )
         scopes = self._readable(principal, None)
         if query is not None and query.strip():
             hits = await self._recall(
                 principal,
                 validation.content(query, self._limits, field="query"),
-                CONTEXT_CANDIDATES,
+                self._limits.context_candidates,
                 scopes,
             )
             memories = [h.memory for h in hits]
@@ -493,7 +494,7 @@ class MemoryService:
         else:
             async with self._sessions.read(principal) as conn:
                 memories, total = await db_memories.context_memories(
-                    conn, principal, scopes, CONTEXT_CANDIDATES
+                    conn, principal, scopes, self._limits.context_candidates
                 )
         return format_context(memories, budget, total)
 

@@ -29,8 +29,6 @@ from memql.model import (
 )
 from memql.settings import Settings
 
-NEAR_DUPLICATES_REPORTED = 5
-
 
 async def emit(
     conn: Conn,
@@ -58,6 +56,7 @@ class Saving:
         self._absorb_threshold = settings.absorb_threshold
         self._near_duplicate_threshold = settings.near_duplicate_threshold
         self._source_thread_ids = settings.limits.source_thread_ids
+        self._reported = settings.limits.near_duplicates_reported
 
     async def save_all_locked(
         self,
@@ -122,7 +121,7 @@ class Saving:
                 [vectors[i] for i in indexes],
                 self._model,
                 threshold=floor,
-                limit=2 * NEAR_DUPLICATES_REPORTED,
+                limit=2 * self._reported,
             )
             for i, of_i in zip(indexes, found, strict=True):
                 stored[i] = of_i
@@ -142,7 +141,7 @@ class Saving:
             ]
             candidates.sort(key=lambda c: (-c[0], c[1]))
             reported: list[NearDuplicate | tuple[int, float]] = []
-            for sim, _, found_ in candidates[: 2 * NEAR_DUPLICATES_REPORTED]:
+            for sim, _, found_ in candidates[: 2 * self._reported]:
                 earlier = news[found_[0]] if isinstance(found_, tuple) else found_.memory
                 if sim >= bar or dedup.contradicts(earlier.content, new.content, sim):
                     if (
@@ -154,7 +153,7 @@ class Saving:
                     ):
                         return None
                     reported.append(found_)
-            plans.append(reported[:NEAR_DUPLICATES_REPORTED])
+            plans.append(reported[: self._reported])
         return plans
 
     async def save_locked(
@@ -224,14 +223,14 @@ class Saving:
             vector,
             self._model,
             threshold=min(bar, dedup.CONTRADICTION_FLOOR),
-            limit=2 * NEAR_DUPLICATES_REPORTED,
+            limit=2 * self._reported,
             exclude=exclude,
         )
         return [
             d
             for d in candidates
             if d.similarity >= bar or dedup.contradicts(d.memory.content, content, d.similarity)
-        ][:NEAR_DUPLICATES_REPORTED]
+        ][: self._reported]
 
     async def _absorb(
         self,
