@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from strawberry.scalars import JSON
@@ -46,15 +46,10 @@ class SaveMemoryInput:
     )
 
     def to_domain(self) -> model.NewMemory:
-        return model.NewMemory(
-            content=self.content,
-            kind=self.kind,
-            scope=self.scope,
-            key=self.key,
-            category=self.category,
-            pinned=self.pinned,
-            source_thread_ids=tuple(self.source_thread_ids),
-            source=cast(dict[str, Any] | None, self.source),
-            expires_at=self.expires_at,
-            occurred_at=self.occurred_at,
-        )
+        """Each field of this input is the field of `NewMemory` of the same name (lists as
+        tuples)."""
+        values: dict[str, Any] = {}
+        for name in model.SAID_FIELDS:
+            value = getattr(self, name)
+            values[name] = tuple(value) if isinstance(value, list) else value
+        return model.NewMemory(**values)
