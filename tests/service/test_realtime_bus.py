@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memql.model import MemoryEvent, Scope
+from memql.model import EventType, MemoryEvent, Scope
 from memql.realtime import wire
 from memql.realtime.bus import EventBus
 from memql.testing import RedisProcess
@@ -22,7 +22,7 @@ def event(cursor: int, project: uuid.UUID, scope: Scope, owner: str) -> MemoryEv
         project_id=project,
         scope=scope,
         owner_id=owner,
-        type="CREATED",
+        type=EventType.CREATED,
         memory_id=uuid.uuid4(),
         actor_id=owner,
         occurred_at=datetime.now(UTC),
