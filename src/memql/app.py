@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -28,8 +29,12 @@ from memql.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starlette:
-    """The memql ASGI app. Pass `embedder` to share one loaded model between apps (tests)."""
+def create_app(
+    settings: Settings, *, embedder: Embedder | None = None, freeze_startup: bool = False
+) -> Starlette:
+    """The memql ASGI app. Pass `embedder` to share one loaded model between apps (tests);
+    `freeze_startup` (a server process of its own) keeps what the start built out of the
+    garbage collector's full passes."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -44,6 +49,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> Starl
             else:
                 warn_if_public(settings)
             log.info("memql ready (embedder %s)", memql.embedder.model)
+            if freeze_startup:
+                # the ~150,000 objects of a started server live as long as it does; a full
+                # collection would walk them every time the subscribers' objects grow by a
+                # quarter, pausing every stream (docs/benchmarks.md)
+                gc.collect()
+                gc.freeze()
             # handed to every request (`request.state`): the transports take what they call
             yield {"memql": memql, "service": memql.service, "authenticator": memql.authenticator}
 

@@ -180,7 +180,7 @@ def serve(settings: Settings) -> int:
     )
     # ping websockets ourselves: graphql-transport-ws has no server-side keep-alive
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, freeze_startup=True),
         host=settings.host,
         port=settings.port,
         log_level="info",
