@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import psycopg
 
-from memql import transfer
+from memql import transfer, validation
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.db import tenants
 from memql.db import webhooks as db_webhooks
@@ -44,8 +44,8 @@ def _named(found: bool, name: str) -> None:
 def _id(text: str, what: str) -> uuid.UUID:
     """The id a command names (a key's, a webhook's), or a refusal that says what it is not."""
     try:
-        return uuid.UUID(text)
-    except ValueError:
+        return validation.parse_id(text, what=f"{what} id")
+    except BadInput:
         raise _Refused(f"{text!r} is not a {what} id") from None
 
 
