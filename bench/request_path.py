@@ -33,6 +33,9 @@ from typing import Any
 
 import httpx
 
+# the same questions as the core benchmark (bench/ is the script directory, so on the path)
+from core import QUERIES
+
 from memql.db.pool import owner_connection
 from memql.runtime import open_database, open_embedder
 from memql.settings import Settings
@@ -41,14 +44,6 @@ from memql.testing import make_tenant, serving
 VIEWER = "{ viewer { userId } }"
 RECALL = "query($q: String!) { recall(query: $q, limit: 5) { score memory { id } } }"
 SAVE_MANY = "mutation($inputs: [SaveMemoryInput!]!) { saveMemories(inputs: $inputs) { outcome } }"
-QUERIES = [
-    "how does this user like updates",
-    "who owns billing",
-    "what do they drink",
-    "when do they travel",
-    "what about code review",
-    "anything on testing",
-]
 # embedded PostgreSQL's log lines: "<time> [<pid>] LOG:  duration: 0.1 ms  execute <name>: ..."
 DURATION = re.compile(r"\[(\d+)\] LOG:  duration: ([0-9.]+) ms  (?:statement|execute [^:]*): *(.*)")
 # statements only request-path connections send: they mark a backend as serving requests
