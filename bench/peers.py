@@ -10,7 +10,8 @@ embedded PostgreSQL as a `memql serve` process.
 The same memories go into each (the 352 of the recall set under their 8 users, plus `--extra`
 generated ones under one more user): memql through `saveMemories` (100 per request), LangGraph
 through `store.batch` (100 puts), mem0 one `add` at a time (it has no batch call). Then every
-query of the recall set is asked of each in turn, round after round, so all see the same load:
+query of the recall set is asked of each in turn (who goes first rotating from query to query),
+round after round, so all see the same load:
 memql as `recall(limit: 5)` over HTTP (timed by the client, so HTTP, GraphQL and authentication
 are in), the peers as `store.search(limit=5)` / `Memory.search(top_k=5)` in process. Last,
 `memql import` of the same memories, timed in process (the work of the command, without its
@@ -186,28 +187,40 @@ async def main() -> int:
                 )
                 ingest[worker.peer] = reply["count"] / reply["seconds"]
 
-            # recall, interleaved: each query asked of memql, then of each peer, round after round
-            times: dict[str, list[float]] = {name: [] for name in ("memql", *PEERS)}
+            async def memql_recall(user: str, query: str) -> float:
+                started = time.perf_counter()
+                response = await http.post(
+                    "/graphql", json={"query": RECALL, "variables": {"q": query}},
+                    headers=headers(user),
+                )  # fmt: skip
+                elapsed = (time.perf_counter() - started) * 1000
+                assert not response.json().get("errors"), response.text
+                return elapsed
+
+            async def ask(name: str, user: str, query: str) -> float:
+                if name == "memql":
+                    return await memql_recall(user, query)
+                worker = next(w for w in workers if w.peer == name)
+                reply = await asyncio.to_thread(
+                    worker.ask, {"op": "search", "user": user, "query": query}
+                )
+                return float(reply["ms"])
+
+            # recall, interleaved: each query asked of every system in turn, round after round,
+            # the system that goes first rotating from one query to the next, so that none
+            # always follows the same other one (whose threads may still be winding down)
+            names = ["memql", *PEERS]
+            times: dict[str, list[float]] = {name: [] for name in names}
             for user, query in queries[:10]:  # warm-up
-                await http.post("/graphql", json={"query": RECALL, "variables": {"q": query}},
-                                headers=headers(user))  # fmt: skip
-                for worker in workers:
-                    await asyncio.to_thread(worker.ask, {"op": "search", "user": user,
-                                                         "query": query})  # fmt: skip
+                for name in names:
+                    await ask(name, user, query)
+            turn = 0
             for _ in range(args.rounds):
                 for user, query in queries:
-                    started = time.perf_counter()
-                    response = await http.post(
-                        "/graphql", json={"query": RECALL, "variables": {"q": query}},
-                        headers=headers(user),
-                    )  # fmt: skip
-                    times["memql"].append((time.perf_counter() - started) * 1000)
-                    assert not response.json().get("errors"), response.text
-                    for worker in workers:
-                        reply = await asyncio.to_thread(
-                            worker.ask, {"op": "search", "user": user, "query": query}
-                        )
-                        times[worker.peer].append(reply["ms"])
+                    order = names[turn % len(names) :] + names[: turn % len(names)]
+                    turn += 1
+                    for name in order:
+                        times[name].append(await ask(name, user, query))
 
         # memql import of the same memories, into a second project (what `memql import` runs)
         async with open_embedder(settings) as embedder, await system_connection(url) as conn:
