@@ -8,7 +8,9 @@ form) with the secondary indexes dropped first; each index is then rebuilt and t
 index of project-scope vectors last, then `VACUUM ANALYZE`.
 
 Measure: a `memql serve` process on that database; each operation below in turn, round after
-round (so all see the same load), over real HTTP, with users and queries drawn at random:
+round (so all see the same load), over real HTTP, with users and queries drawn at random
+(`--query-words` words of the vocabulary, 3 by default: about 8 model tokens, the length of the
+recall set's questions; the cost of the query's embedding grows with its tokens):
 user-scope recall, project-scope recall, project recall with the 1% category filter, recall with
 no scope (both), `memories(first: 50)`, `memoryContext`, `saveMemory`. Then p50/p95/p99, the
 server's RSS and the database's size; `--explain` prints `EXPLAIN (ANALYZE, BUFFERS)` of each
@@ -37,6 +39,7 @@ from typing import Any
 import httpx
 import numpy as np
 import psycopg
+from graphql_client import GraphQLClient
 from pgvector.psycopg import register_vector_async
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
@@ -74,8 +77,8 @@ def vocabulary(rng: np.random.Generator, size: int = 2000) -> list[str]:
     return sorted(words)
 
 
-def sentence(rng: np.random.Generator, words: list[str]) -> str:
-    return " ".join(words[i] for i in rng.integers(0, len(words), 8))
+def sentence(rng: np.random.Generator, words: list[str], n: int = 8) -> str:
+    return " ".join(words[i] for i in rng.integers(0, len(words), n))
 
 
 class Vectors:
@@ -202,7 +205,7 @@ async def measure(url: str, key: str, args: argparse.Namespace) -> dict[str, Any
             def recall(scope: str | None, categories: list[str] | None = None) -> dict[str, Any]:
                 return {
                     "query": RECALL,
-                    "variables": {"q": sentence(rng, words), "scope": scope,
+                    "variables": {"q": sentence(rng, words, args.query_words), "scope": scope,
                                   "categories": categories},
                 }  # fmt: skip
 
@@ -219,18 +222,19 @@ async def measure(url: str, key: str, args: argparse.Namespace) -> dict[str, Any
                 },
             }
             results = {name: [] for name in ops}
+            client = GraphQLClient(port)
             for round_ in range(args.warmup + args.requests):
                 for name, make in ops.items():
                     headers = {"Authorization": f"Bearer {key}", "X-User-Id": user()}
                     started = time.perf_counter()
-                    response = await http.post("/graphql", json=make(), headers=headers)
+                    status, body = client.post(make(), headers)
                     elapsed = (time.perf_counter() - started) * 1000
-                    body = response.json()
-                    if response.status_code != 200 or body.get("errors"):
-                        raise RuntimeError(f"{name}: {response.status_code} {body}")
+                    if status != 200 or body.get("errors"):
+                        raise RuntimeError(f"{name}: {status} {body}")
                     if round_ >= args.warmup:
                         results[name].append(elapsed)
             rss = rss_mb(proc.pid)
+            client.close()
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -351,6 +355,9 @@ async def main() -> int:
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--json", type=Path)
+    # the vocabulary's made-up words take ~2.6 model tokens each: 3 of them make a query of
+    # ~8 tokens, as long as the recall set's questions (7.8 on average); 8 make ~21
+    parser.add_argument("--query-words", type=int, default=3)
     args = parser.parse_args()
 
     args.data_dir.mkdir(parents=True, exist_ok=True)
