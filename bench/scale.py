@@ -16,10 +16,12 @@ recall set's questions; the cost of the query's embedding grows with its tokens)
 user-scope recall, project-scope recall, project recall with the 1% category filter, recall with
 no scope (both), `memories(first: 50)`, `memoryContext`, `saveMemory`. Then p50/p95/p99, the
 server's RSS and the database's size; `--explain` prints `EXPLAIN (ANALYZE, BUFFERS)` of each
-read's statement at this size (through auto_explain, on the principal's transaction).
+read's statement at this size (through auto_explain, on the principal's transaction), and
+`--statements N` times each recall's statement alone, N times on one connection.
 
     python bench/scale.py --data-dir /work/scale-data              # build if needed, measure
     python bench/scale.py --data-dir /work/scale-data --explain    # and print the plans
+    python bench/scale.py --data-dir /work/scale-data --build-only --statements 100
 """
 
 from __future__ import annotations
@@ -354,6 +356,47 @@ async def explain(url: str, model: str) -> None:
             )
 
 
+async def time_statements(url: str, model: str, runs: int) -> None:
+    """Each recall's statement alone, `runs` times on one connection as the server sends them
+    (psycopg prepares a statement on its fifth run): medians in ms, a new user and query each
+    time, the first 5 runs left out."""
+    rng = np.random.default_rng(5)
+    words = vocabulary(np.random.default_rng(7))
+    vectors = Vectors(rng)
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        await register_vector_async(conn)
+        cur = await conn.execute("select id from projects where name = %s", (PROJECT,))
+        row = await cur.fetchone()
+        assert row is not None
+        await conn.execute("set role memql_app")
+        await conn.commit()
+        cases: dict[str, tuple[list[Scope], list[str] | None]] = {
+            "recall, user scope": ([Scope.USER], None),
+            "recall, project scope": ([Scope.PROJECT], None),
+            "recall, project scope, 1% category": ([Scope.PROJECT], [RARE]),
+            "recall, no scope (both)": ([Scope.USER, Scope.PROJECT], None),
+        }
+        print(f"\n| statement ({runs} runs) | median ms |\n|---|---:|")
+        for name, (scopes, categories) in cases.items():
+            times = []
+            for _ in range(runs):
+                principal = Principal(
+                    row[0], PROJECT, f"user-{int(rng.integers(10_000)):05d}", Consumer.AGENT,
+                    Grant(Access.READ_WRITE, Access.READ),
+                )  # fmt: skip
+                async with conn.transaction():
+                    await bind_principal(conn, principal, db_recall.RECALL_SETTINGS)
+                    started = time.perf_counter()
+                    ranked = await db_recall.recall(
+                        conn, principal, query=sentence(rng, words, 3),
+                        embedding=vectors.batch(1)[0], model=model, scopes=scopes, kinds=None,
+                        categories=categories, weights=DEFAULT_WEIGHTS, limit=5,
+                    )  # fmt: skip
+                    await ranked.hits()
+                    times.append((time.perf_counter() - started) * 1000)
+            print(f"| {name} | {statistics.median(times[5:]):.2f} |")
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("/work/scale-data"))
@@ -365,6 +408,9 @@ async def main() -> int:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument(
+        "--statements", type=int, default=0, metavar="N", help="time each recall statement N times"
+    )
     parser.add_argument("--json", type=Path)
     # the vocabulary's made-up words take ~2.6 model tokens each: 3 of them make a query of
     # ~8 tokens, as long as the recall set's questions (7.8 on average); 8 make ~21
@@ -382,6 +428,8 @@ async def main() -> int:
         print("build:", json.dumps(saved["build"]))
         if args.explain:
             await explain(url, DEFAULT_MODEL)
+        if args.statements:
+            await time_statements(url, DEFAULT_MODEL, args.statements)
         if args.build_only:
             return 0
         result = await measure(url, saved["key"], args)
