@@ -244,6 +244,14 @@ async def main() -> int:
             ratio = "" if name == "memql" else f"{m50 / p50:.2f} | {m95 / p95:.2f}"
             label = "memql (HTTP)" if name == "memql" else f"{name} (in process)"
             print(f"| {label} | {p50:.2f} | {p95:.2f} | {ingest[name]:.0f} | {ratio or ' | '} |")
+        # each round's median: a system whose rounds disagree was disturbed, not slow
+        n = len(queries)
+        for name, values in times.items():
+            rounds = ", ".join(
+                f"{pct(values[i * n : (i + 1) * n], 50):.2f}" for i in range(args.rounds)
+            )
+            print(f"\n{name}: recall p50 by round {rounds} ms", end="")
+        print()
         print(f"\nmemql import: {import_rate:.0f} memories/s ({imported} memories, in process)")
     finally:
         for worker in workers:
