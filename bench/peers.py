@@ -12,8 +12,7 @@ generated ones under one more user): memql through `saveMemories` (100 per reque
 through `store.batch` (100 puts), mem0 one `add` at a time (it has no batch call). Then every
 query of the recall set is asked of each, in rounds: in a round every system answers all the
 queries, one system after the other, who goes first rotating from round to round, so all see
-the same load. (Query by query, each call slowed whoever asked next: memql's p50 in such a run
-was 18.3 ms where alone, minutes later, it was 12.2 ms.) memql answers `recall(limit: 5)` over
+the same load and none always follows the same other one. memql answers `recall(limit: 5)` over
 HTTP (timed by the client, so HTTP, GraphQL and authentication are in), the peers
 `store.search(limit=5)` / `Memory.search(top_k=5)` in process. Last, `memql import` of the same
 memories, timed in process (the work of the command, without its start-up).
@@ -207,8 +206,7 @@ async def main() -> int:
                 return float(reply["ms"])
 
             # recall, in interleaved rounds: in each round every system answers every query, one
-            # system after the other, the first rotating from round to round (query by query,
-            # each call slowed whoever asked next)
+            # system after the other, the first rotating from round to round
             names = ["memql", *PEERS]
             times: dict[str, list[float]] = {name: [] for name in names}
             for name in names:  # warm-up

@@ -20,9 +20,9 @@ MIB = 1024 * 1024
 
 def shared_buffers_mb(memory_bytes: int | None) -> int:
     """PostgreSQL's page cache for this machine: an eighth of its memory (the server shares the
-    machine with memql and its model), between PostgreSQL's default of 128 MB and 1 GB (a
-    million memories with their vector index fit). At the default, a project's shared scope
-    beyond ~100,000 memories is read from the operating system's cache on every recall."""
+    machine with memql and its model), between PostgreSQL's default of 128 MB and 1 GB. At the
+    default, a project recall over 100,000 shared memories (an HNSW index of 195 MB) read most
+    of its pages from the operating system every time (docs/scale.md)."""
     if not memory_bytes:
         return 128
     return max(128, min(1024, memory_bytes // MIB // 8))

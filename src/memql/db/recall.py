@@ -226,8 +226,8 @@ async def recall(
     cur = conn.cursor(row_factory=dict_row)
     # A filtered recall is planned for its own values each time (not prepared): PostgreSQL's
     # generic plan of a prepared statement, used after its fifth run, knows neither the filter
-    # nor how few rows it keeps, and took 21-42 ms at 1,000,000 memories where the plan made for
-    # the values took 8-9 ms (docs/scale.md). Unfiltered, the generic plan saves the planning.
+    # nor how few rows it keeps, and took 39 ms at 1,000,000 memories where the plan made for
+    # the values took 12 ms (docs/scale.md). Unfiltered, the generic plan saves the planning.
     await cur.execute(compact(sql), params, prepare=False if kinds or categories else None)
     return Ranked(cur)
 
