@@ -421,25 +421,35 @@ async def near_duplicates_of_each(
         return []
     dims = int(embeddings[0].shape[0])
     if scope is Scope.USER:
-        nearest = f"""
-            select m.* from memories m
-            where {OWN} and {LIVE} and m.embedding_model = %(model)s
-            order by m.embedding <=> v.e, m.created_at
-            limit %(limit)s"""
+        # the owner's rows are read once and every input compared with them (a scan of the
+        # owner's rows per input fetched each row again for every input: 100 inputs against
+        # 900 memories read 90,000 rows); only the nearest are then read whole
+        sql = f"""
+            with own as materialized (
+                select m.id, m.embedding, m.created_at from memories m
+                where {OWN} and {LIVE} and m.embedding_model = %(model)s
+            )
+            select v.i, {MEMORY_COLUMNS}, 1 - n.distance as similarity
+            from unnest(%(embeddings)b::vector[]) with ordinality v(e, i),
+                lateral (select o.id, o.embedding <=> v.e as distance, o.created_at from own o
+                         order by distance, o.created_at
+                         limit %(limit)s) n
+                join memories m on m.id = n.id
+            where 1 - n.distance >= %(threshold)s
+            order by v.i, n.distance, n.created_at
+        """
     else:
-        nearest = f"""
-            select m.* from memories m
-            where {SHARED} and {LIVE} and m.embedding_model = %(model)s
-              and vector_dims(m.embedding) = {dims}
-            order by (m.embedding::vector({dims})) <=> v.e
-            limit %(limit)s"""
-    sql = f"""
-        select v.i, {MEMORY_COLUMNS}, 1 - (m.embedding <=> v.e) as similarity
-        from unnest(%(embeddings)b::vector[]) with ordinality v(e, i),
-            lateral ({nearest}) m
-        where 1 - (m.embedding <=> v.e) >= %(threshold)s
-        order by v.i, m.embedding <=> v.e, m.created_at
-    """
+        sql = f"""
+            select v.i, {MEMORY_COLUMNS}, 1 - (m.embedding <=> v.e) as similarity
+            from unnest(%(embeddings)b::vector[]) with ordinality v(e, i),
+                lateral (select m.* from memories m
+                         where {SHARED} and {LIVE} and m.embedding_model = %(model)s
+                           and vector_dims(m.embedding) = {dims}
+                         order by (m.embedding::vector({dims})) <=> v.e
+                         limit %(limit)s) m
+            where 1 - (m.embedding <=> v.e) >= %(threshold)s
+            order by v.i, m.embedding <=> v.e, m.created_at
+        """
     params = {
         **visibility(principal, [scope]),
         "embeddings": list(embeddings),
