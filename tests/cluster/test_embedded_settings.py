@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psycopg
 
+from memql.db import embedded
 from memql.db.embedded import (
     CONF,
     INCLUDE,
@@ -50,3 +51,14 @@ async def test_a_new_server_starts_with_memql_settings_and_keeps_edits(tmp_path)
     assert await asyncio.to_thread(shared_buffers_of, tmp_path) == 160
     lines = (pgdata / "postgresql.conf").read_text().splitlines()
     assert lines.count(INCLUDE) == 1
+
+
+
+async def test_a_directory_memql_cannot_write_keeps_the_defaults(tmp_path, caplog, monkeypatch):
+    def read_only(pgdata: Path) -> None:
+        raise PermissionError(f"[Errno 30] Read-only file system: '{pgdata / CONF}'")
+
+    monkeypatch.setattr(embedded, "_configure", read_only)
+    assert await asyncio.to_thread(shared_buffers_of, tmp_path) == 128
+    assert "keeps its default settings" in caplog.text
+    assert not (tmp_path / "pg" / CONF).exists()

@@ -36,7 +36,15 @@ def machine_memory() -> int | None:
 
 
 def configure(pgdata: Path) -> None:
-    """Write memql's settings (once) and include them from `postgresql.conf` (once)."""
+    """Write memql's settings (once) and include them from `postgresql.conf` (once). A
+    directory memql may not write to keeps PostgreSQL's own settings (with a warning)."""
+    try:
+        _configure(pgdata)
+    except OSError as exc:
+        log.warning("the embedded PostgreSQL keeps its default settings: %s", exc)
+
+
+def _configure(pgdata: Path) -> None:
     conf = pgdata / CONF
     if not conf.exists():
         conf.write_text(
