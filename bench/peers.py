@@ -196,12 +196,13 @@ async def main() -> int:
                 assert not answer.get("errors"), answer
                 return elapsed
 
+            by_peer = {worker.peer: worker for worker in workers}
+
             async def ask(name: str, user: str, query: str) -> float:
                 if name == "memql":
                     return memql_recall(user, query)
-                worker = next(w for w in workers if w.peer == name)
                 reply = await asyncio.to_thread(
-                    worker.ask, {"op": "search", "user": user, "query": query}
+                    by_peer[name].ask, {"op": "search", "user": user, "query": query}
                 )
                 return float(reply["ms"])
 

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -281,18 +282,32 @@ async def measure(url: str, key: str, args: argparse.Namespace) -> dict[str, Any
     }
 
 
+# the four recalls timed and explained: (scopes, categories)
+RECALL_CASES: dict[str, tuple[list[Scope], list[str] | None]] = {
+    "recall, user scope": ([Scope.USER], None),
+    "recall, project scope": ([Scope.PROJECT], None),
+    "recall, project scope, 1% category": ([Scope.PROJECT], [RARE]),
+    "recall, no scope (both)": ([Scope.USER, Scope.PROJECT], None),
+}
+
+
+async def scale_principal(conn: psycopg.AsyncConnection[Any], user: str) -> Principal:
+    """`user` of the scale project, as an agent key acts for it."""
+    cur = await conn.execute("select id from projects where name = %s", (PROJECT,))
+    row = await cur.fetchone()
+    assert row is not None
+    return Principal(
+        row[0], PROJECT, user, Consumer.AGENT, Grant(Access.READ_WRITE, Access.READ)
+    )  # fmt: skip
+
+
 async def explain(url: str, model: str) -> None:
     """EXPLAIN (ANALYZE, BUFFERS) of each read's statement, as the server runs it."""
     rng = np.random.default_rng(3)
     words = vocabulary(np.random.default_rng(7))
     async with await psycopg.AsyncConnection.connect(url) as conn:
         await register_vector_async(conn)
-        cur = await conn.execute("select id from projects where name = %s", (PROJECT,))
-        row = await cur.fetchone()
-        assert row is not None
-        principal = Principal(
-            row[0], PROJECT, "user-00042", Consumer.AGENT, Grant(Access.READ_WRITE, Access.READ)
-        )
+        principal = await scale_principal(conn, "user-00042")
         plans: list[str] = []
         conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
         await conn.execute("load 'auto_explain'")
@@ -304,14 +319,6 @@ async def explain(url: str, model: str) -> None:
         await conn.execute("set role memql_app")
         await conn.commit()
         vector = Vectors(rng).batch(1)[0]
-        cases: list[tuple[str, Any]] = [
-            ("recall, user scope", dict(scopes=[Scope.USER], categories=None)),
-            ("recall, project scope", dict(scopes=[Scope.PROJECT], categories=None)),
-            ("recall, project scope, 1% category", dict(scopes=[Scope.PROJECT],
-                                                        categories=[RARE])),
-            ("recall, no scope (both)", dict(scopes=[Scope.USER, Scope.PROJECT],
-                                             categories=None)),
-        ]  # fmt: skip
         both = [Scope.USER, Scope.PROJECT]
 
         async def show(title: str, run: Any, settings: Any = ()) -> None:
@@ -327,12 +334,13 @@ async def explain(url: str, model: str) -> None:
                 if "set_config(" not in plan and "'flush'" not in plan:
                     print(f"```\n{plan}\n```")
 
-        for title, kw in cases:
+        for title, (scopes, categories) in RECALL_CASES.items():
             await show(
                 title,
-                lambda kw=kw: db_recall.recall(
+                lambda scopes=scopes, categories=categories: db_recall.recall(
                     conn, principal, query=sentence(rng, words), embedding=vector, model=model,
-                    kinds=None, weights=DEFAULT_WEIGHTS, limit=5, **kw,
+                    scopes=scopes, kinds=None, categories=categories, weights=DEFAULT_WEIGHTS,
+                    limit=5,
                 ),
                 db_recall.RECALL_SETTINGS,
             )  # fmt: skip
@@ -365,25 +373,14 @@ async def time_statements(url: str, model: str, runs: int) -> None:
     vectors = Vectors(rng)
     async with await psycopg.AsyncConnection.connect(url) as conn:
         await register_vector_async(conn)
-        cur = await conn.execute("select id from projects where name = %s", (PROJECT,))
-        row = await cur.fetchone()
-        assert row is not None
+        principal = await scale_principal(conn, "user-00000")
         await conn.execute("set role memql_app")
         await conn.commit()
-        cases: dict[str, tuple[list[Scope], list[str] | None]] = {
-            "recall, user scope": ([Scope.USER], None),
-            "recall, project scope": ([Scope.PROJECT], None),
-            "recall, project scope, 1% category": ([Scope.PROJECT], [RARE]),
-            "recall, no scope (both)": ([Scope.USER, Scope.PROJECT], None),
-        }
         print(f"\n| statement ({runs} runs) | median ms |\n|---|---:|")
-        for name, (scopes, categories) in cases.items():
+        for name, (scopes, categories) in RECALL_CASES.items():
             times = []
             for _ in range(runs):
-                principal = Principal(
-                    row[0], PROJECT, f"user-{int(rng.integers(10_000)):05d}", Consumer.AGENT,
-                    Grant(Access.READ_WRITE, Access.READ),
-                )  # fmt: skip
+                principal = replace(principal, user_id=f"user-{int(rng.integers(10_000)):05d}")
                 async with conn.transaction():
                     await bind_principal(conn, principal, db_recall.RECALL_SETTINGS)
                     started = time.perf_counter()

@@ -53,7 +53,6 @@ async def test_a_new_server_starts_with_memql_settings_and_keeps_edits(tmp_path)
     assert lines.count(INCLUDE) == 1
 
 
-
 async def test_a_directory_memql_cannot_write_keeps_the_defaults(tmp_path, caplog, monkeypatch):
     def read_only(pgdata: Path) -> None:
         raise PermissionError(f"[Errno 30] Read-only file system: '{pgdata / CONF}'")
