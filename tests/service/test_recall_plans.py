@@ -1,6 +1,7 @@
 """Recall's statement is prepared (planned once, generically) only when unfiltered: a filtered
 recall is planned for its own filter every time, because the generic plan, blind to how few rows
-a filter keeps, was several times slower at a million memories (docs/scale.md)."""
+a filter keeps, was several times slower at a million memories (docs/scale.md). Each set of
+scopes has its own statement, holding only the branches of the scopes it reads."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ from memql.testing import Tenant
 RUNS = 8  # psycopg prepares a statement on its fifth run
 
 
-async def prepared_recalls(tenant: Tenant, database_url: str, categories: Sequence[str] | None):
-    """How many recall statements the pooled connection holds prepared after RUNS recalls."""
+async def prepared_recalls(
+    tenant: Tenant,
+    database_url: str,
+    categories: Sequence[str] | None,
+    scopes: Sequence[Scope] = (Scope.USER, Scope.PROJECT),
+) -> list[str]:
+    """The recall statements the pooled connection holds prepared after RUNS recalls."""
     principal = Principal(
         tenant.project_id, tenant.project_name, "alice", Consumer.AGENT,
         Grant(Access.READ_WRITE, Access.READ_WRITE),
@@ -32,27 +38,35 @@ async def prepared_recalls(tenant: Tenant, database_url: str, categories: Sequen
             async with sessions.read(principal, db_recall.RECALL_SETTINGS) as conn:
                 ranked = await db_recall.recall(
                     conn, principal, query="tea or coffee", embedding=vector, model="m",
-                    scopes=[Scope.USER, Scope.PROJECT], kinds=None, categories=categories,
+                    scopes=scopes, kinds=None, categories=categories,
                     weights=DEFAULT_WEIGHTS, limit=5,
                 )  # fmt: skip
             assert await ranked.hits() == []
         async with pool.connection() as conn:
             cur = await conn.execute(
-                "select count(*) from pg_prepared_statements where statement like %s",
+                "select statement from pg_prepared_statements where statement like %s",
                 ("%with q as materialized%",),
             )
-            row = await cur.fetchone()
-            assert row is not None
-            return int(row[0])
+            return [row[0] for row in await cur.fetchall()]
     finally:
         await pool.close()
 
 
 async def test_an_unfiltered_recall_is_prepared(tenant: Tenant, database_url: str):
-    assert await prepared_recalls(tenant, database_url, None) == 1
+    assert len(await prepared_recalls(tenant, database_url, None)) == 1
 
 
 async def test_a_filtered_recall_is_planned_for_its_filter_every_time(
     tenant: Tenant, database_url: str
 ):
-    assert await prepared_recalls(tenant, database_url, ["rare"]) == 0
+    assert await prepared_recalls(tenant, database_url, ["rare"]) == []
+
+
+async def test_a_user_scope_recall_reads_no_branch_of_the_shared_scope(
+    tenant: Tenant, database_url: str
+):
+    [user] = await prepared_recalls(tenant, database_url, None, [Scope.USER])
+    assert "m.scope = 'user'" in user
+    assert "m.scope = 'project'" not in user and "<=> $" in user
+    [shared] = await prepared_recalls(tenant, database_url, None, [Scope.PROJECT])
+    assert "m.scope = 'project'" in shared and "m.scope = 'user'" not in shared

@@ -123,82 +123,32 @@ async def recall(
     where_opaque = " and ".join(f"({c})" for c in opaque)
     if kinds or categories:
         params["exact_rows"] = EXACT_SCAN_ROWS
-        counted = f"""
-        filtered as (
-            select count(*) as n from (
-                select from memories m where 'project' = any(%(scopes)s) and {SHARED}
-                  and {where} limit %(exact_rows)s + 1) f
-        ),"""
-        few = "((select n from filtered) <= %(exact_rows)s)"
-    else:
-        counted = ""
-        # unfiltered, the HNSW route is the faster from a few hundred rows on, and exact below
-        # PROJECT_POOL rows anyway (it returns every row)
-        few = "false"
-    # the dimension is spelt out (an int, not user input) so the planner can match the
-    # expression index of `ensure_ann_index` even in a generic plan
-    dims = int(embedding.shape[0])
+    # Each set of scopes has its own statement, holding only the branches it reads: a user-scope
+    # recall neither plans nor starts the shared scope's (one statement for every set, its
+    # branches cut by one-time filters, cost a user-scope recall 4.3 ms where this costs 1.6 ms
+    # at 1,000,000 memories, docs/scale.md). psycopg prepares each on its own.
+    shared = Scope.PROJECT in scopes
+    # the query's words feed only the shared scope's full-text branches
+    words = f", {WORDS} as words" if shared else ""
+    ctes = [f"q as materialized (select {TSQUERY} as tsq{words})"]
+    branches: list[str] = []
+    if Scope.USER in scopes:
+        # whole rows, not ids joined back to memories: on fresh statistics the planner would
+        # nest that join (pool x rows), quadratic in the caller's memories
+        branches.append(f"select m.* from memories m where {OWN} and {where}")
+    if shared:
+        # the dimension is spelt out (an int, not user input) so the planner can match the
+        # expression index of `ensure_ann_index` even in a generic plan
+        shared_ctes, shared_pool = shared_branches(
+            where, where_opaque, int(embedding.shape[0]), bool(kinds or categories)
+        )
+        ctes += shared_ctes
+        branches += shared_pool
+    if not branches:
+        raise ValueError("recall needs at least one scope")
     sql = f"""
-        with q as materialized (select {TSQUERY} as tsq, {WORDS} as words),{counted}
-        pairs as materialized (
-            select array(
-                select format('%%s & %%s', a.w, b.w)::tsquery
-                from unnest(q.words[1:%(pair_words)s]) with ordinality a(w, i),
-                     unnest(q.words[1:%(pair_words)s]) with ordinality b(w, i)
-                where a.i < b.i) as each
-            from q
-        ),
-        lexical as (
-            -- few rows pass the filters: every one that matches (the rows the exact vector
-            -- route reads too)
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and {SHARED} and {where} and {few}
-               and m.fts @@ (select tsq from q))
-            union all
-            -- otherwise through the GIN index of shared rows, the owner written so that no
-            -- B-tree serves it (the planner underestimates a shared scope and would test every
-            -- row of it)
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and m.scope = 'project'
-               and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
-               and {where} and not {few}
-               and m.fts @@ any((select each from pairs)::tsquery[])
-             limit %(several)s)
-            union all
-            select h.* from q, unnest(q.words) w,
-                lateral (select m.* from memories m
-                         where 'project' = any(%(scopes)s) and m.scope = 'project'
-                           and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)
-                           and {where} and not {few} and m.fts @@ w::tsquery
-                         limit %(per_word)s) h
-        ),
-        pool as (
-            -- whole rows, not ids joined back to memories: on fresh statistics the planner
-            -- would nest that join (pool x rows), quadratic in the caller's memories
-            select m.* from memories m
-            where 'user' = any(%(scopes)s) and {OWN} and {where}
-            union all
-            -- shared rows by vector, one route of two by how many rows the filters keep (the
-            -- planner cannot know: it picks one plan for every category); the count is an
-            -- init plan, so only the chosen route runs. Few: score them all (exact). Many: the
-            -- HNSW index, whose iterative scan skips rows the filters reject.
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and {SHARED} and {where}
-               and {few} and vector_dims(m.embedding) = {dims}
-             order by m.embedding <=> %(embedding)s
-             limit %(pool)s)
-            union all
-            (select m.* from memories m
-             where 'project' = any(%(scopes)s) and {SHARED} and {where_opaque}
-               and not {few} and vector_dims(m.embedding) = {dims}
-             order by (m.embedding::vector({dims})) <=> %(embedding)s
-             limit %(pool)s)
-            union all
-            -- by full text: the best of a bounded set of shared rows (see LEXICAL_WORDS)
-            (select l.* from (select distinct on (x.id) x.* from lexical x order by x.id) l, q
-             order by ts_rank_cd(l.fts, q.tsq) desc
-             limit %(pool)s)
-        ),
+        with {", ".join(ctes)},
+        pool as ({" union all ".join(branches)}),
         candidates as (
             -- a shared memory may come in by both routes: once each
             select distinct on (m.id) {MEMORY_COLUMNS},
@@ -230,6 +180,75 @@ async def recall(
     # the values took 12 ms (docs/scale.md). Unfiltered, the generic plan saves the planning.
     await cur.execute(compact(sql), params, prepare=False if kinds or categories else None)
     return Ranked(cur)
+
+
+def shared_branches(
+    where: str, where_opaque: str, dims: int, filtered: bool
+) -> tuple[list[str], list[str]]:
+    """The common table expressions and the pool's branches that read the shared scope: its
+    rows by vector (an exact scan or the HNSW index) and by full text."""
+    ctes: list[str] = []
+    if filtered:
+        ctes.append(f"""filtered as (
+            select count(*) as n from (
+                select from memories m where {SHARED} and {where}
+                limit %(exact_rows)s + 1) f
+        )""")
+        few = "((select n from filtered) <= %(exact_rows)s)"
+    else:
+        # unfiltered, the HNSW route is the faster from a few hundred rows on, and exact below
+        # PROJECT_POOL rows anyway (it returns every row)
+        few = "false"
+    ctes.append("""pairs as materialized (
+            select array(
+                select format('%%s & %%s', a.w, b.w)::tsquery
+                from unnest(q.words[1:%(pair_words)s]) with ordinality a(w, i),
+                     unnest(q.words[1:%(pair_words)s]) with ordinality b(w, i)
+                where a.i < b.i) as each
+            from q
+        )""")
+    # the owner written so that no B-tree serves it (the planner underestimates a shared scope
+    # and would test every row of it), for the GIN index of shared rows
+    shared_by_gin = (
+        "m.scope = 'project' and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)"
+    )
+    ctes.append(f"""lexical as (
+            -- few rows pass the filters: every one that matches (the rows the exact vector
+            -- route reads too)
+            (select m.* from memories m
+             where {SHARED} and {where} and {few} and m.fts @@ (select tsq from q))
+            union all
+            -- otherwise through the GIN index: the rows holding two of the query's words
+            (select m.* from memories m
+             where {shared_by_gin} and {where} and not {few}
+               and m.fts @@ any((select each from pairs)::tsquery[])
+             limit %(several)s)
+            union all
+            -- and a few rows holding each word
+            select h.* from q, unnest(q.words) w,
+                lateral (select m.* from memories m
+                         where {shared_by_gin} and {where} and not {few} and m.fts @@ w::tsquery
+                         limit %(per_word)s) h
+        )""")
+    pool = [
+        # by vector, one route of two by how many rows the filters keep (the planner cannot
+        # know: it picks one plan for every category); the count is an init plan, so only the
+        # chosen route runs. Few: score them all (exact). Many: the HNSW index, whose iterative
+        # scan skips rows the filters reject.
+        f"""(select m.* from memories m
+             where {SHARED} and {where} and {few} and vector_dims(m.embedding) = {dims}
+             order by m.embedding <=> %(embedding)s
+             limit %(pool)s)""",
+        f"""(select m.* from memories m
+             where {SHARED} and {where_opaque} and not {few} and vector_dims(m.embedding) = {dims}
+             order by (m.embedding::vector({dims})) <=> %(embedding)s
+             limit %(pool)s)""",
+        # by full text: the best of a bounded set of shared rows (see LEXICAL_WORDS)
+        """(select l.* from (select distinct on (x.id) x.* from lexical x order by x.id) l, q
+             order by ts_rank_cd(l.fts, q.tsq) desc
+             limit %(pool)s)""",
+    ]
+    return ctes, pool
 
 
 @lru_cache(maxsize=64)
