@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, time
 
-from memql.model import ContextBlock, Memory
+from memql.model import ContextBlock, ContextItem, Memory
 
 HEADER = "## Memories"
 
@@ -18,7 +18,7 @@ def format_when(occurred_at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def format_line(memory: Memory) -> str:
+def format_line(memory: Memory | ContextItem) -> str:
     """One list item: tags (pinned, category, kind), the event time of a dated memory in
     parentheses, then the content on indented lines.
 
@@ -42,7 +42,7 @@ def omitted_note(omitted: int) -> str:
 
 
 def format_context(
-    memories: Sequence[Memory], budget: int, total: int | None = None
+    memories: Sequence[Memory | ContextItem], budget: int, total: int | None = None
 ) -> ContextBlock:
     """Format `memories` in the order given, within `budget` characters in all.
 

@@ -293,6 +293,17 @@ class Page:
 
 
 @dataclass(frozen=True)
+class ContextItem:
+    """What a context block shows of a memory (`Memory` has the same fields)."""
+
+    kind: Kind
+    content: str
+    category: str
+    pinned: bool
+    occurred_at: datetime | None
+
+
+@dataclass(frozen=True)
 class ContextBlock:
     text: str
     count: int

@@ -21,7 +21,9 @@ from memql.embeddings import Vector
 from memql.model import (
     MEMORY_FIELDS,
     SAID_FIELDS,
+    ContextItem,
     InvalidationReason,
+    Kind,
     Memory,
     MemoryFilter,
     NearDuplicate,
@@ -46,6 +48,9 @@ VISIBLE = """
     )
 """
 
+# what a context block shows of a memory, and what it is ordered by
+CONTEXT_COLUMNS = "m.kind, m.content, m.category, m.pinned, m.occurred_at, m.created_at, m.id"
+
 LIVE = "m.invalidated_at is null and (m.expires_at is null or m.expires_at > now())"
 
 # The two owners a principal reads, each a branch the owner indexes serve on its own
@@ -53,20 +58,21 @@ OWN = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(use
 SHARED = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
 
 
-def first_per_owner(conditions: str, order: str) -> str:
+def first_per_owner(conditions: str, order: str, columns: str = MEMORY_COLUMNS) -> str:
     """The first `%(limit)s` visible rows in `order` that meet `conditions`, taken from each
     owner separately and merged: an index on (owner, order) reads `limit` rows of each, never
-    a whole shared scope that a plain `VISIBLE` (an OR) would sort in full."""
+    a whole shared scope that a plain `VISIBLE` (an OR) would sort in full. `columns` must
+    hold those `order` names."""
     branches = [
         f"""
-        (select {MEMORY_COLUMNS} from memories m
+        (select {columns} from memories m
          where '{scope}' = any(%(scopes)s) and {owner} and ({conditions})
          order by {order} limit %(limit)s)
         """
         for scope, owner in (("user", OWN), ("project", SHARED))
     ]
     return f"""
-        select {MEMORY_COLUMNS} from ({" union all ".join(branches)}) m
+        select {columns} from ({" union all ".join(branches)}) m
         order by {order} limit %(limit)s
     """
 
@@ -581,13 +587,18 @@ async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) ->
 
 async def context_memories(
     conn: Conn, principal: Principal, scopes: Sequence[Scope], limit: int
-) -> tuple[list[Memory], int]:
-    """Live memories for a context block, pinned first then newest; and how many are live."""
-    params = {**visibility(principal, scopes), "limit": limit}
-    rows = await _fetch_memories(
-        conn, first_per_owner(LIVE, "m.pinned desc, m.created_at desc, m.id desc"), params
-    )
-    return rows, await count_live(conn, principal, scopes)
+) -> tuple[list[ContextItem], int]:
+    """Live memories for a context block, pinned first then newest; and how many are live.
+    Only the columns the block shows are read: up to `limit` rows are decoded here, of which
+    the budget may show a few."""
+    order = "m.pinned desc, m.created_at desc, m.id desc"
+    sql = first_per_owner(LIVE, order, CONTEXT_COLUMNS)
+    cur = await conn.execute(sql, {**visibility(principal, scopes), "limit": limit})
+    items = [
+        ContextItem(Kind(kind), content, category, pinned, occurred_at)
+        for kind, content, category, pinned, occurred_at, *_order in await cur.fetchall()
+    ]
+    return items, await count_live(conn, principal, scopes)
 
 
 async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) -> int:

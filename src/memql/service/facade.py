@@ -491,12 +491,12 @@ class MemoryService:
             memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each
             async with self._sessions.read(principal) as conn:
                 total = await db_memories.count_live(conn, principal, scopes)
-        else:
-            async with self._sessions.read(principal) as conn:
-                memories, total = await db_memories.context_memories(
-                    conn, principal, scopes, self._limits.context_candidates
-                )
-        return format_context(memories, budget, total)
+            return format_context(memories, budget, total)
+        async with self._sessions.read(principal) as conn:
+            newest, total = await db_memories.context_memories(
+                conn, principal, scopes, self._limits.context_candidates
+            )
+        return format_context(newest, budget, total)
 
     # --- realtime -------------------------------------------------------------------------
 
