@@ -31,8 +31,7 @@ async def test_a_read_is_one_transaction_bound_to_the_principal_and_leaves_nothi
         sessions = Sessions(pool)
         async with sessions.read(principal_of(tenant), [("hnsw.ef_search", "77")]) as conn:
             first = await conn.execute(
-                "select current_setting('memql.user_id'), current_setting('hnsw.ef_search'),"
-                " now()"
+                "select current_setting('memql.user_id'), current_setting('hnsw.ef_search'), now()"
             )
             second = await conn.execute("select now(), current_user")
         bound = await first.fetchone()
