@@ -17,7 +17,8 @@ user-scope recall, project-scope recall, project recall with the 1% category fil
 no scope (both), `memories(first: 50)`, `memoryContext`, `saveMemory`. Then p50/p95/p99, the
 server's RSS and the database's size; `--explain` prints `EXPLAIN (ANALYZE, BUFFERS)` of each
 read's statement at this size (through auto_explain, on the principal's transaction), and
-`--statements N` times each recall's statement alone, N times on one connection.
+`--statements N` times each recall's statement alone, N times on one connection, and the
+reads of a `memoryContext` without a query (its rows and the live count, decoded).
 
     python bench/scale.py --data-dir /work/scale-data              # build if needed, measure
     python bench/scale.py --data-dir /work/scale-data --explain    # and print the plans
@@ -58,7 +59,7 @@ from memql.embeddings.local import DEFAULT_MODEL
 from memql.model import Access, Consumer, Grant, MemoryFilter, Order, Principal, Scope
 from memql.runtime import open_database
 from memql.service import DEFAULT_WEIGHTS
-from memql.settings import Settings
+from memql.settings import Limits, Settings
 
 DIMS = 384
 # read into PostgreSQL's cache before timing (pg_prewarm): the project scope's vector and
@@ -179,6 +180,8 @@ RECALL = """query($q: String!, $scope: MemoryScope, $categories: [String!]) {
   recall(query: $q, limit: 5, scope: $scope, categories: $categories) { score memory { id } } }"""
 LIST = "{ memories(first: 50) { edges { node { id content } } } }"
 CONTEXT = "{ memoryContext { text count omitted } }"
+# the rows a context block without a query chooses from
+CONTEXT_CANDIDATES = Limits().context_candidates
 SAVE = """mutation($input: SaveMemoryInput!) { saveMemory(input: $input) { outcome } }"""
 
 
@@ -392,6 +395,16 @@ async def time_statements(url: str, model: str, runs: int) -> None:
                     await ranked.hits()
                     times.append((time.perf_counter() - started) * 1000)
             print(f"| {name} | {statistics.median(times[5:]):.2f} |")
+        both = [Scope.USER, Scope.PROJECT]
+        times = []
+        for _ in range(runs):
+            principal = replace(principal, user_id=f"user-{int(rng.integers(10_000)):05d}")
+            async with conn.transaction():
+                await bind_principal(conn, principal, ())
+                started = time.perf_counter()
+                await db_memories.context_memories(conn, principal, both, CONTEXT_CANDIDATES)
+                times.append((time.perf_counter() - started) * 1000)
+        print(f"| memoryContext, its rows and live count | {statistics.median(times[5:]):.2f} |")
 
 
 async def main() -> int:
@@ -406,8 +419,9 @@ async def main() -> int:
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument(
-        "--statements", type=int, default=0, metavar="N", help="time each recall statement N times"
-    )
+        "--statements", type=int, default=0, metavar="N",
+        help="time each recall statement, and the context reads, N times",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path)
     # the vocabulary's made-up words take ~2.6 model tokens each: 3 of them make a query of
     # ~8 tokens, as long as the recall set's questions (7.8 on average); 8 make ~21
