@@ -1,14 +1,17 @@
 """Where a request's time goes: HTTP and GraphQL, the statements it sends, the query embedding.
 
 Starts an embedded PostgreSQL in a temporary directory and a server in process, seeds one user
-with `--memories` memories, then times `viewer` (authentication and GraphQL, no memory read) and
-`recall(limit: 5)` over real HTTP. A second pass turns on `log_min_duration_statement = 0` and
-reads the server's log: how many statements each request sends (every statement is at least one
-round trip) and how long PostgreSQL spent in them. The query embedding is timed in process.
+with `--memories` memories, then times `viewer` (authentication and GraphQL, no memory read),
+`recall(limit: 5)` and `saveMemory` (a new sentence each time) over real HTTP. A second pass
+turns on `log_min_duration_statement = 0` and reads the server's log: how many statements each
+request sends (every statement is at least one round trip) and how long PostgreSQL spent in
+them. The query embedding is timed in process.
 A third pass sends the same requests from a client in another process and measures the CPU time
 each costs: the server's event-loop thread (HTTP, GraphQL, authentication, the driver; the
-model runs on other threads and is measured alone), and PostgreSQL's backends. CPU time does
-not wait for a busy machine's other work, so it compares builds even under load.
+model runs on other threads and is measured alone), and PostgreSQL's backends. A save's share
+includes what its event costs afterwards on the same server: the relay and the webhook
+deliverer reading it from the log. CPU time does not wait for a busy machine's other work, so
+it compares builds even under load.
 
     python bench/request_path.py --memories 1000 --requests 300
 
@@ -32,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 # the same questions as the core benchmark (bench/ is the script directory, so on the path)
 from core import QUERIES
+from scale import sentence, vocabulary
 
 from memql.db.pool import owner_connection
 from memql.runtime import open_database, open_embedder
@@ -44,6 +49,7 @@ from memql.testing import make_tenant, serving
 VIEWER = "{ viewer { userId } }"
 RECALL = "query($q: String!) { recall(query: $q, limit: 5) { score memory { id } } }"
 SAVE_MANY = "mutation($inputs: [SaveMemoryInput!]!) { saveMemories(inputs: $inputs) { outcome } }"
+SAVE = "mutation($input: SaveMemoryInput!) { saveMemory(input: $input) { outcome } }"
 # embedded PostgreSQL's log lines: "<time> [<pid>] LOG:  duration: 0.1 ms  execute <name>: ..."
 DURATION = re.compile(r"\[(\d+)\] LOG:  duration: ([0-9.]+) ms  (?:statement|execute [^:]*): *(.*)")
 # statements only request-path connections send: they mark a backend as serving requests
@@ -175,9 +181,16 @@ async def main() -> int:
     async with open_database(settings) as url, open_embedder(settings) as embedder:
         tenant = await make_tenant(url, name="bench")
         headers = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "bench-user"}
+        rng = np.random.default_rng(1)
+        words = vocabulary(np.random.default_rng(7))
         ops: dict[str, Any] = {
             "viewer": lambda i: {"query": VIEWER},
             "recall": lambda i: {"query": RECALL, "variables": {"q": f"{QUERIES[i % 6]} {i}"}},
+            # new 8-word sentences of a synthetic vocabulary: created, not absorbed
+            "save": lambda i: {
+                "query": SAVE,
+                "variables": {"input": {"content": sentence(rng, words), "kind": "TOPICAL"}},
+            },
         }
         http_ms: dict[str, list[float]] = {name: [] for name in ops}
         async with (
@@ -189,7 +202,7 @@ async def main() -> int:
             # CPU per request, the client in another process
             cpu = {
                 name: await cpu_per_request(
-                    data, base, tenant.key, [make(i) for i in range(30)], args.requests
+                    data, base, tenant.key, [make(i) for i in range(args.requests)], args.requests
                 )
                 for name, make in ops.items()
             }
@@ -202,27 +215,30 @@ async def main() -> int:
         embed_cpu = 1000 * (time.process_time() - cpu_started) / args.requests
 
     print(f"{args.memories} memories, {args.requests} requests each (medians, ms)\n")
-    print("| | viewer | recall |")
-    print("|---|---:|---:|")
-    print(f"| over HTTP | {median(http_ms['viewer']):.2f} | {median(http_ms['recall']):.2f} |")
-    per_request = {n: len(s) / args.logged for n, s in statements.items()}
-    print(f"| statements per request | {per_request['viewer']:.1f} | {per_request['recall']:.1f} |")
-    server_ms = {n: sum(d for d, _ in s) / args.logged for n, s in statements.items()}
-    print(f"| PostgreSQL time per request (all statements) | {server_ms['viewer']:.2f} |"
-          f" {server_ms['recall']:.2f} |")  # fmt: skip
-    ranking = [d for d, text in statements["recall"] if "with q as" in text]
-    rank_ms = median(ranking)
+
+    def row(title: str, values: dict[str, str]) -> None:
+        print(f"| {title} | " + " | ".join(values.get(name, "") for name in ops) + " |")
+
+    row("", {name: name for name in ops})
+    row("---", {name: "---:" for name in ops})
+    row("over HTTP", {n: f"{median(v):.2f}" for n, v in http_ms.items()})
+    row("statements per request", {n: f"{len(s) / args.logged:.1f}" for n, s in statements.items()})
+    row(
+        "PostgreSQL time per request (all statements)",
+        {n: f"{sum(d for d, _ in s) / args.logged:.2f}" for n, s in statements.items()},
+    )
+    rank_ms = median([d for d, text in statements["recall"] if "with q as" in text])
     emb = median(embed_ms)
-    print(f"| the ranking statement | | {rank_ms:.2f} |")
-    print(f"| query embedding (in process) | | {emb:.2f} |")
+    row("the ranking statement", {"recall": f"{rank_ms:.2f}"})
+    row("query embedding (in process)", {"recall": f"{emb:.2f}"})
     rest = median(http_ms["recall"]) - emb - rank_ms
-    print(f"| recall beyond embedding and ranking statement | | {rest:.2f} |")
+    row("recall beyond embedding and ranking statement", {"recall": f"{rest:.2f}"})
     print("\nCPU per request (ms; the client in another process):\n")
-    print("| | viewer | recall |")
-    print("|---|---:|---:|")
-    print(f"| server event-loop thread | {cpu['viewer'][0]:.2f} | {cpu['recall'][0]:.2f} |")
-    print(f"| PostgreSQL | {cpu['viewer'][1]:.2f} | {cpu['recall'][1]:.2f} |")
-    print(f"| query embedding (in process, all threads) | | {embed_cpu:.2f} |")
+    row("", {name: name for name in ops})
+    row("---", {name: "---:" for name in ops})
+    row("server event-loop thread", {n: f"{c[0]:.2f}" for n, c in cpu.items()})
+    row("PostgreSQL", {n: f"{c[1]:.2f}" for n, c in cpu.items()})
+    row("query embedding (in process, all threads)", {"recall": f"{embed_cpu:.2f}"})
     print("\nstatements of one recall (first logged request):")
     kinds: dict[str, int] = {}
     for _, text in statements["recall"]:

@@ -95,17 +95,21 @@ async def read_final(conn: Conn, after: int, gap: Gap | None, limit: int) -> Fin
 
     `conn` is in autocommit mode; the events are read in one repeatable-read snapshot.
     """
-    gap_ended = True
-    if gap is not None and gap.xids:
-        # asked before the snapshot below is taken, so a commit seen ended here is visible there
-        cur = await conn.execute(_ANY_RUNNING, (list(gap.xids),))
-        row = await cur.fetchone()
-        gap_ended = not (row and row[0])
-    async with conn.transaction():
-        await conn.execute("set transaction isolation level repeatable read, read only")
-        async with conn.cursor(row_factory=dict_row) as c:
+    # The statements go out together and their answers come back together, in one round trip
+    # (two with a gap to check) where a read took five (six); the server runs them in the order
+    # sent, which is the order the reasoning above needs.
+    async with conn.pipeline() as pipeline:
+        ended = None
+        if gap is not None and gap.xids:
+            # asked before the snapshot below is taken, so a commit seen ended here is visible
+            # there; synced on its own, so that it is not part of the transaction below
+            ended = await conn.execute(_ANY_RUNNING, (list(gap.xids),))
+            await pipeline.sync()
+        async with conn.transaction():
+            await conn.execute("set transaction isolation level repeatable read, read only")
             # the transaction's first read: it takes the snapshot
-            await c.execute(
+            events = conn.cursor(row_factory=dict_row)
+            await events.execute(
                 f"""
                 select {_EVENT_COLUMNS}
                 from memory_events e left join memories m on m.id = e.memory_id
@@ -113,8 +117,15 @@ async def read_final(conn: Conn, after: int, gap: Gap | None, limit: int) -> Fin
                 """,
                 (after, limit),
             )
-            rows = await c.fetchall()
-        running = await _running(conn)
+            running_now = await conn.execute(_RUNNING)
+        await pipeline.sync()
+        gap_ended = True
+        if ended is not None:
+            row = await ended.fetchone()
+            gap_ended = not (row and row[0])
+        rows = await events.fetchall()
+        await events.close()
+        [(running,)] = await running_now.fetchall()
     passed = gap.cursor if gap is not None and gap_ended else None
     accepted: list[MemoryEvent] = []
     expected = after + 1

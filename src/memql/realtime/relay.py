@@ -95,10 +95,14 @@ class Relay(Supervised):
                     if self._shared:
                         await db_events.mark_published(conn, last)
                     position = last
-                    continue
+                    if len(final.events) == self._batch:
+                        continue  # a full read: more may be waiting
                 if gap is not None and gap.decided:
                     continue
-                # the backlog of notifications comes at once; then wait for the next one
+                # Every commit after the read's snapshot notifies after it; a notification that
+                # came during the read waits in psycopg's backlog and wakes this at once. So a
+                # read that was not full is not repeated before the next notification: a save
+                # costs one read, not two (the second found nothing).
                 async for _ in conn.notifies(timeout=self._poll, stop_after=1):
                     pass
 

@@ -161,10 +161,12 @@ class Deliverer(Supervised):
                 for worker in self._workers.values():
                     if worker.webhook.project_id in projects:
                         worker.wake.set()
-                continue
+                if len(final.events) == self._batch:
+                    continue  # a full read: more may be waiting
             if gap is not None and gap.decided:
                 continue
-            # the backlog of notifications comes at once; then wait for the next one
+            # a read that was not full waits for the next notification, as the relay does
+            # (realtime/relay.py); the backlog of notifications comes at once
             async for notify in conn.notifies(timeout=self._poll, stop_after=1):
                 if notify.channel == ENDPOINTS_CHANNEL:
                     self._reload = True
