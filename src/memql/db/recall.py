@@ -124,9 +124,9 @@ async def recall(
     if kinds or categories:
         params["exact_rows"] = EXACT_SCAN_ROWS
     # Each set of scopes has its own statement, holding only the branches it reads: a user-scope
-    # recall neither plans nor starts the shared scope's (one statement for every set, its
-    # branches cut by one-time filters, cost a user-scope recall 4.3 ms where this costs 1.6 ms
-    # at 1,000,000 memories, docs/scale.md). psycopg prepares each on its own.
+    # recall neither plans nor starts the shared scope's. (One statement for every set, its
+    # other branches cut by one-time filters, took 5.6-7.0 ms in user scope at 1,000,000
+    # memories where this one takes 3.7-4.7 ms: docs/benchmarks.md.) psycopg prepares each.
     shared = Scope.PROJECT in scopes
     # the query's words feed only the shared scope's full-text branches
     words = f", {WORDS} as words" if shared else ""
