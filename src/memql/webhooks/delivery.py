@@ -148,11 +148,24 @@ class Deliverer(Supervised):
     ) -> None:
         gap: db_events.Gap | None = None
         reloaded = 0.0
+        behind = False
         while True:
             if self._reload or time.monotonic() - reloaded > RELOAD_EVERY:
                 self._reload = False
                 reloaded = time.monotonic()
                 await self._sync_workers(work, http, workers)
+            if not self._workers:
+                # No endpoint, nothing to deliver: the log is not read after every write. Once
+                # an endpoint appears the final cursor is taken afresh (gap-safe), not by
+                # reading every event written meanwhile.
+                behind, gap = True, None
+                await self._notified(conn)
+                continue
+            if behind:
+                behind = False
+                self._final = await db_events.final_position(conn, self._poll)
+                for worker in self._workers.values():
+                    worker.wake.set()
             final = await db_events.read_final(conn, self._final, gap, self._batch)
             gap = final.waiting
             if final.events:
@@ -166,10 +179,14 @@ class Deliverer(Supervised):
             if gap is not None and gap.decided:
                 continue
             # a read that was not full waits for the next notification, as the relay does
-            # (realtime/relay.py); the backlog of notifications comes at once
-            async for notify in conn.notifies(timeout=self._poll, stop_after=1):
-                if notify.channel == ENDPOINTS_CHANNEL:
-                    self._reload = True
+            # (realtime/relay.py)
+            await self._notified(conn)
+
+    async def _notified(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Wait for the next notification, or the poll; the backlog comes at once."""
+        async for notify in conn.notifies(timeout=self._poll, stop_after=1):
+            if notify.channel == ENDPOINTS_CHANNEL:
+                self._reload = True
 
     async def _sync_workers(
         self,
