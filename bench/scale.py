@@ -39,6 +39,7 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -368,9 +369,10 @@ async def explain(url: str, model: str) -> None:
 
 
 async def time_statements(url: str, model: str, runs: int) -> None:
-    """Each recall's statement alone, `runs` times on one connection as the server sends them
-    (psycopg prepares a statement on its fifth run): medians in ms, a new user and query each
-    time, the first 5 runs left out."""
+    """Each recall's statement alone, then a context block's reads (its rows and the live
+    count), `runs` times each on one connection as the server sends them (psycopg prepares a
+    statement on its fifth run): medians in ms, a new user and query each time, the first 5
+    runs left out."""
     rng = np.random.default_rng(5)
     words = vocabulary(np.random.default_rng(7))
     vectors = Vectors(rng)
@@ -379,32 +381,36 @@ async def time_statements(url: str, model: str, runs: int) -> None:
         principal = await scale_principal(conn, "user-00000")
         await conn.execute("set role memql_app")
         await conn.commit()
+
+        async def recall(who: Principal, scopes: list[Scope], categories: Any) -> None:
+            ranked = await db_recall.recall(
+                conn, who, query=sentence(rng, words, 3), embedding=vectors.batch(1)[0],
+                model=model, scopes=scopes, kinds=None, categories=categories,
+                weights=DEFAULT_WEIGHTS, limit=5,
+            )  # fmt: skip
+            await ranked.hits()
+
+        async def context(who: Principal) -> None:
+            both = [Scope.USER, Scope.PROJECT]
+            await db_memories.context_memories(conn, who, both, CONTEXT_CANDIDATES)
+
+        # what each timed read binds with, and the read
+        reads: dict[str, tuple[Any, Any]] = {
+            name: (db_recall.RECALL_SETTINGS, partial(recall, scopes=scopes, categories=cats))
+            for name, (scopes, cats) in RECALL_CASES.items()
+        }
+        reads["memoryContext, its rows and live count"] = ((), context)
         print(f"\n| statement ({runs} runs) | median ms |\n|---|---:|")
-        for name, (scopes, categories) in RECALL_CASES.items():
+        for name, (settings, read) in reads.items():
             times = []
             for _ in range(runs):
                 principal = replace(principal, user_id=f"user-{int(rng.integers(10_000)):05d}")
                 async with conn.transaction():
-                    await bind_principal(conn, principal, db_recall.RECALL_SETTINGS)
+                    await bind_principal(conn, principal, settings)
                     started = time.perf_counter()
-                    ranked = await db_recall.recall(
-                        conn, principal, query=sentence(rng, words, 3),
-                        embedding=vectors.batch(1)[0], model=model, scopes=scopes, kinds=None,
-                        categories=categories, weights=DEFAULT_WEIGHTS, limit=5,
-                    )  # fmt: skip
-                    await ranked.hits()
+                    await read(principal)
                     times.append((time.perf_counter() - started) * 1000)
             print(f"| {name} | {statistics.median(times[5:]):.2f} |")
-        both = [Scope.USER, Scope.PROJECT]
-        times = []
-        for _ in range(runs):
-            principal = replace(principal, user_id=f"user-{int(rng.integers(10_000)):05d}")
-            async with conn.transaction():
-                await bind_principal(conn, principal, ())
-                started = time.perf_counter()
-                await db_memories.context_memories(conn, principal, both, CONTEXT_CANDIDATES)
-                times.append((time.perf_counter() - started) * 1000)
-        print(f"| memoryContext, its rows and live count | {statistics.median(times[5:]):.2f} |")
 
 
 async def main() -> int:
