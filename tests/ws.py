@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import httpx
 import websockets
 
 MEMORY_EVENTS = """
@@ -30,6 +31,21 @@ class StreamEnded(Exception):
         return self.errors[0].get("extensions", {}).get("code") if self.errors else None
 
 
+async def event_cursor(base_url: str, headers: dict[str, str]) -> str:
+    """`viewer { eventCursor }`: a `since` from which a stream gets every later commit."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        response = await http.post(
+            "/graphql", json={"query": "{ viewer { eventCursor } }"}, headers=headers
+        )
+    cursor: str = response.json()["data"]["viewer"]["eventCursor"]
+    return cursor
+
+
+# `since` for a stream of every event committed after the subscription was opened: it reads
+# `viewer { eventCursor }` first, so a test need not wait for the server to set the stream up
+FROM_NOW = "viewer.eventCursor"
+
+
 class EventSubscription:
     """One `memoryEvents` subscription on its own websocket connection."""
 
@@ -40,9 +56,10 @@ class EventSubscription:
         user: str,
         *,
         scope: str | None = None,
-        since: str | None = None,
+        since: str | None = FROM_NOW,
         query: str = MEMORY_EVENTS,
     ) -> None:
+        self.base_url = base_url
         self.url = base_url.replace("http://", "ws://") + "/graphql"
         self.query = query
         self.init = {"Authorization": f"Bearer {key}", "X-User-Id": user}
@@ -50,6 +67,8 @@ class EventSubscription:
         self.ws: Any = None
 
     async def __aenter__(self) -> EventSubscription:
+        if self.variables["since"] == FROM_NOW:
+            self.variables["since"] = await event_cursor(self.base_url, self.init)
         self.ws = await websockets.connect(
             self.url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
         )

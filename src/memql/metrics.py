@@ -59,7 +59,9 @@ def watch_pool(pool: AsyncConnectionPool | None) -> None:
 
 # realtime
 SUBSCRIPTIONS = Gauge(
-    "memql_realtime_subscriptions", "Live memoryEvents streams on this instance", registry=REGISTRY
+    "memql_realtime_subscriptions",
+    "memoryEvents streams set up on this instance (each receives every later event)",
+    registry=REGISTRY,
 )
 EVENTS_PUBLISHED = Counter(
     "memql_realtime_events_published",

@@ -16,11 +16,11 @@ from memql.model import Consumer
 from memql.settings import Settings
 from memql.testing import GraphQLClient, make_tenant, serving
 from tests.operations import ERASE, ERASE_USER, GET, LIST, SAVE, contents
-from tests.ws import WsSession
+from tests.ws import WsSession, event_cursor
 
 EVENTS = """
-subscription Events($scope: MemoryScope) {
-  memoryEvents(scope: $scope) { type scope actorId memory { content } }
+subscription Events($scope: MemoryScope, $since: String) {
+  memoryEvents(scope: $scope, since: $since) { type scope actorId memory { content } }
 }
 """
 
@@ -62,7 +62,7 @@ async def test_erasing_a_project_memory_needs_the_project_read_write_grant(polic
 async def test_project_events_do_not_name_the_user_who_made_them(server, tenant, alice, bob):
     init = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "alice"}
     async with WsSession(server, init, "graphql-transport-ws") as ws:
-        op = await ws.start(EVENTS)
+        op = await ws.start(EVENTS, {"since": await event_cursor(server, init)})
         await bob.ok(SAVE, save("Bob's shared finding.", "PROJECT"))
         first = (await ws.result(op))["data"]["memoryEvents"]
         await alice.ok(SAVE, save("Alice's shared finding.", "PROJECT"))

@@ -48,6 +48,23 @@ async def test_the_newest_cursor_is_a_valid_since(server, alice, tenant, db):
     assert int(event["cursor"]) > int(newest)
 
 
+async def test_a_stream_from_the_viewers_event_cursor_gets_what_was_saved_before_it_started(
+    server, alice, tenant
+):
+    """A client that reads `viewer.eventCursor` before subscribing needs no wait for the
+    subscription to be set up: what commits in between is replayed, then the stream goes live."""
+    cursor = (await alice.ok("{ viewer { eventCursor } }"))["viewer"]["eventCursor"]
+    before = await alice.ok(SAVE, save("Saved before the subscription, 2026-09-06."))
+    async with EventSubscription(server, tenant.key, "alice", since=cursor) as sub:
+        [replayed] = await sub.take(1)
+        after = await alice.ok(SAVE, save("Saved once it was live, 2026-09-07."))
+        [live] = await sub.take(1)
+        assert await sub.quiet(0.5) == []
+    assert replayed["memoryId"] == before["saveMemory"]["memory"]["id"]
+    assert live["memoryId"] == after["saveMemory"]["memory"]["id"]
+    assert int(cursor) < int(replayed["cursor"]) < int(live["cursor"])
+
+
 async def test_a_since_whose_event_was_erased_resumes_right_after_it(server, alice, tenant, db):
     """The log keeps every event except those erasure removes; cursors stay ordered, so the
     cursor of an erased event still marks a place in the log."""
@@ -137,10 +154,10 @@ async def test_a_multipart_subscription_with_a_bad_since_ends_with_bad_user_inpu
 
 
 async def test_a_multipart_subscription_ends_when_its_key_is_revoked(http, alice, tenant, db):
+    since = (await alice.ok("{ viewer { eventCursor } }"))["viewer"]["eventCursor"]
+    body = {"query": MEMORY_EVENTS, "variables": {"since": since}}
     headers = {**alice.headers(), "Accept": MULTIPART}
-    async with http.stream(
-        "POST", "/graphql", json={"query": MEMORY_EVENTS}, headers=headers, timeout=20
-    ) as r:
+    async with http.stream("POST", "/graphql", json=body, headers=headers, timeout=20) as r:
         stream = MultipartStream(r)
         await alice.ok(SAVE, save("Still allowed over HTTP, 2026-09-08."))
         assert (await stream.next())["data"]["memoryEvents"]["type"] == "memory.created"

@@ -39,6 +39,19 @@ def counted(name: str) -> float:
     return metrics.REGISTRY.get_sample_value(name) or 0.0
 
 
+def streams() -> float:
+    """Streams set up on this instance: each receives every event published from now on."""
+    return counted("memql_realtime_subscriptions")
+
+
+async def until_set_up(count: float) -> None:
+    for _ in range(1000):
+        if streams() >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{streams()} streams set up, {count} expected")
+
+
 class Custom(EventSubscription):
     def __init__(self, server, key, user, query, variables) -> None:
         super().__init__(server, key, user)
@@ -63,6 +76,7 @@ async def newest(db) -> str:
 
 async def test_a_live_event_is_executed_once_per_distinct_selection(server, alice, tenant, db):
     since = await newest(db)
+    before = streams()
     async with AsyncExitStack() as stack:
         # the same selection, different users and different `since`: one execution between them
         same = [
@@ -78,7 +92,7 @@ async def test_a_live_event_is_executed_once_per_distinct_selection(server, alic
         full = await stack.enter_async_context(
             Custom(server, tenant.key, "full", CHOOSING, {"withMemory": True})
         )
-        await asyncio.sleep(0.5)  # every stream subscribed to the live channel
+        await until_set_up(before + len(same) + 2)
         before = counted("memql_realtime_event_renders_total")
         await alice.ok(SAVE, {"input": {"content": "Standup moved to 10:00.", "kind": "EPISODIC",
                                         "scope": "PROJECT"}})  # fmt: skip
@@ -174,13 +188,14 @@ async def test_live_events_written_straight_to_sockets_are_each_protocols_own_me
     socket: still the protocol's own message, with each subscription's own id, on both
     protocols and with several subscriptions on one socket."""
     init = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "watcher"}
+    before = streams()
     async with AsyncExitStack() as stack:
         sessions = [
             await stack.enter_async_context(WsSession(server, init, protocol))
             for protocol in ("graphql-transport-ws", "graphql-ws", "graphql-transport-ws")
         ]
         ids = [{await s.start(FULL), await s.start(FULL)} for s in sessions]
-        await asyncio.sleep(0.5)  # every stream subscribed to the live channel
+        await until_set_up(before + 6)
         renders = counted("memql_realtime_event_renders_total")
         writes = counted("memql_realtime_live_writes_total")
         await alice.ok(SAVE, {"input": {"content": "Release freeze on Friday.", "kind": "EPISODIC",
@@ -211,31 +226,28 @@ async def test_a_subscriber_that_vanishes_mid_stream_is_let_go_while_the_others_
     quietly (no error logged, the stream and its inbox released); the subscriptions of another
     socket miss nothing and keep their order."""
 
-    def live() -> float:
-        return counted("memql_realtime_subscriptions")
-
     def init(user: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {tenant.key}", "X-User-Id": user}
 
     async def save(text: str) -> None:
         await alice.ok(SAVE, {"input": {"content": text, "kind": "EPISODIC", "scope": "PROJECT"}})
 
-    before = live()
+    before = streams()
     async with WsSession(server, init("stays"), "graphql-transport-ws") as stays:
         leaver = await WsSession(server, init("leaves"), "graphql-ws").__aenter__()
         watchers = [await stays.start(FULL), await stays.start(FULL), await leaver.start(FULL)]
-        await asyncio.sleep(0.5)  # every stream subscribed to the live channel
-        assert live() == before + len(watchers)
+        await until_set_up(before + len(watchers))
+        assert streams() == before + len(watchers)
         await save("Quarterly planning starts Monday.")
         await leaver.result(watchers[2])
         leaver.ws.transport.abort()  # gone without a close handshake
         for n in range(5):
             await save(f"Planning note {n}: budgets due Thursday.")
         for _ in range(200):
-            if live() <= before + 2:
+            if streams() <= before + 2:
                 break
             await asyncio.sleep(0.05)
-        released = live() == before + 2
+        released = streams() == before + 2
         messages = [json.loads(await asyncio.wait_for(stays.ws.recv(), 10)) for _ in range(12)]
 
     assert released

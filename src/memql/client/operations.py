@@ -158,6 +158,14 @@ def viewer() -> Operation[Viewer]:
     )
 
 
+def event_cursor() -> Operation[str]:
+    return Operation(
+        "query EventCursor { viewer { eventCursor } }",
+        {},
+        lambda data: str(data["viewer"]["eventCursor"]),
+    )
+
+
 def memory(id: Id) -> Operation[Memory | None]:
     return Operation(
         f"query Memory($id: ID!) {{ memory(id: $id) {{ {MEMORY_FIELDS} }} }}",

@@ -157,11 +157,15 @@ class Client:
     def events(
         self, scope: Scope | str | None = None, since: str | None = None
     ) -> Iterator[MemoryEvent]:
-        """Changes to the memories this user may read, in cursor order, each once. After a
-        cut connection it reconnects and resumes from the last cursor it yielded."""
+        """Changes to the memories this user may read, in cursor order, each once: those
+        after `since`, or without it every change committed once the iteration has begun (it
+        reads the log's position first). After a cut connection it reconnects and resumes
+        from the last cursor it yielded."""
         stream = EventStream(self._credentials, scope, since)
         while True:
             try:
+                if stream.last_cursor is None:
+                    stream.last_cursor = self.execute(ops.event_cursor())
                 with connect(
                     websocket_url(self.url),
                     subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]

@@ -264,6 +264,15 @@ class Viewer:
     consumer: Consumer
     grant: Grant
 
+    @strawberry.field(
+        description="Where the event log stands now: pass it as `since` to `memoryEvents` to"
+        " receive every change committed after this read, however long the subscription takes"
+        " to start (a subscription without `since` starts once it is set up)."
+    )
+    async def event_cursor(self, info: strawberry.Info) -> str:
+        context = info.context
+        return await context.service.event_cursor(context.principal)
+
 
 @strawberry.type(description="A change to a memory the subscriber may read.")
 class MemoryEvent:

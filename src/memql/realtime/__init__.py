@@ -44,6 +44,12 @@ class Realtime:
             "relay": self.relay.role,
         }
 
+    async def position(self, sessions: Sessions, principal: Principal) -> int:
+        """A cursor a stream may start from to receive every event committed after this call:
+        the relay's horizon (every event up to it is final; any later one is still to come)."""
+        async with sessions.bound(principal) as conn:
+            return await self.relay.horizon(conn)
+
     def events(
         self,
         sessions: Sessions,

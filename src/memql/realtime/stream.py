@@ -59,7 +59,7 @@ async def stream_events(
     """The principal's events in `scopes`, in cursor order, each once."""
     channel = wire.channel(principal.project_id)
     routes = [(channel, wire.route(s, principal.owner_for(s))) for s in scopes]
-    metrics.SUBSCRIPTIONS.inc()
+    counted = False
     try:
         async with bus.inbox(routes, limits.queue) as inbox:
             with contextlib.ExitStack() as watching:
@@ -70,6 +70,9 @@ async def stream_events(
                     horizon = await relay.horizon(conn)
                     if since is not None and since > horizon:
                         await _check_issued(conn, since)
+                # set up: every event above the horizon now reaches the inbox
+                metrics.SUBSCRIPTIONS.inc()
+                counted = True
                 last = since if since is not None else horizon
                 replay_to = horizon if since is not None else None
                 while True:
@@ -108,7 +111,8 @@ async def stream_events(
         metrics.STREAMS_CLOSED.labels(exc.code).inc()
         raise
     finally:
-        metrics.SUBSCRIPTIONS.dec()
+        if counted:
+            metrics.SUBSCRIPTIONS.dec()
 
 
 async def _check_issued(conn: Conn, since: int) -> None:

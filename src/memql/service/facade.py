@@ -500,6 +500,15 @@ class MemoryService:
 
     # --- realtime -------------------------------------------------------------------------
 
+    async def event_cursor(self, principal: Principal) -> str:
+        """Where the event log stands now, as a `since` for `memory_events`: a stream started
+        from it receives every change committed after this call, however long the stream
+        takes to start. (Without `since` a stream starts wherever the log is once it is set
+        up, so a change committed in between reaches it only through a later `since`.)"""
+        if self._realtime is None:
+            raise RuntimeError("realtime is not running")
+        return str(await self._realtime.position(self._sessions, principal))
+
     @validation.storable_arguments
     def memory_events(
         self,

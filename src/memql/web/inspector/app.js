@@ -9,7 +9,9 @@ const FEED_KEEP = 200;
 
 const MEMORY = `id kind scope content key category pinned sourceThreadIds createdAt updatedAt
   expiresAt invalidatedAt invalidationReason supersedes supersededBy`;
-const VIEWER = `query Viewer { viewer { userId projectName consumer grant { user project } } }`;
+const VIEWER = `query Viewer {
+  viewer { userId projectName consumer grant { user project } eventCursor }
+}`;
 const MEMORIES = `query Memories($scope: MemoryScope, $kind: MemoryKind, $category: String,
     $pinned: Boolean, $contains: String, $includeInvalidated: Boolean!, $first: Int!,
     $after: String) {
@@ -115,7 +117,7 @@ async function signIn(credentials) {
   $("#sign-in").hidden = true;
   $("#app").hidden = false;
   applyGrant();
-  startFeed(credentials);
+  startFeed(credentials, viewer.eventCursor);
   await loadMemories();
 }
 
@@ -345,11 +347,14 @@ function showEvent(event) {
   if (!$("#tab-memories").hidden) refreshSoon();
 }
 
-function startFeed(credentials) {
+// `since`: the event log's position at sign-in, so the feed shows every change after it, even
+// one made while the subscription is still being set up
+function startFeed(credentials, since) {
   state.feed?.stop();
   const status = $("#feed-status");
   state.feed = new EventFeed(WS_ENDPOINT, credentials, {
     query: EVENTS,
+    since,
     onEvent: showEvent,
     onStatus: (name, note = "") => {
       status.dataset.state = name;

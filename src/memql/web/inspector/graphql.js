@@ -56,13 +56,15 @@ const RETRY_MS = [500, 1000, 2000, 5000, 10000];
  * what happened meanwhile (each event once, in cursor order).
  */
 export class EventFeed {
-  constructor(url, credentials, { query, onEvent, onStatus }) {
+  constructor(url, credentials, { query, since = null, onEvent, onStatus }) {
     this.url = url;
     this.params = credentialHeaders(credentials);
     this.query = query;
     this.onEvent = onEvent;
     this.onStatus = onStatus;
-    this.cursor = null; // the last delivered cursor: where a new subscription resumes
+    // the last delivered cursor (at first, where the feed starts): where a subscription resumes
+    this.cursor = since;
+    this.connections = 0;
     this.socket = null;
     this.stopped = false;
     this.attempt = 0;
@@ -83,6 +85,7 @@ export class EventFeed {
   }
 
   connect() {
+    this.connections += 1;
     this.onStatus(this.attempt === 0 ? "connecting" : "reconnecting");
     const socket = new WebSocket(this.url, "graphql-transport-ws");
     this.socket = socket;
@@ -112,7 +115,10 @@ export class EventFeed {
             payload: { query: this.query, variables: { since: this.cursor } },
           }),
         );
-        this.onStatus("live", this.cursor ? `resumed after cursor ${this.cursor}` : "");
+        this.onStatus(
+          "live",
+          this.connections > 1 && this.cursor ? `resumed after cursor ${this.cursor}` : "",
+        );
         break;
       case "ping":
         socket.send(JSON.stringify({ type: "pong" }));
