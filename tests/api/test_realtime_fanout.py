@@ -76,7 +76,7 @@ async def newest(db) -> str:
 
 async def test_a_live_event_is_executed_once_per_distinct_selection(server, alice, tenant, db):
     since = await newest(db)
-    before = streams()
+    already = streams()
     async with AsyncExitStack() as stack:
         # the same selection, different users and different `since`: one execution between them
         same = [
@@ -92,7 +92,7 @@ async def test_a_live_event_is_executed_once_per_distinct_selection(server, alic
         full = await stack.enter_async_context(
             Custom(server, tenant.key, "full", CHOOSING, {"withMemory": True})
         )
-        await until_set_up(before + len(same) + 2)
+        await until_set_up(already + len(same) + 2)
         before = counted("memql_realtime_event_renders_total")
         await alice.ok(SAVE, {"input": {"content": "Standup moved to 10:00.", "kind": "EPISODIC",
                                         "scope": "PROJECT"}})  # fmt: skip
