@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -42,6 +40,7 @@ import uvloop
 
 # the same questions as the core benchmark (bench/ is the script directory, so on the path)
 from core import QUERIES
+from graphql_client import time_from_another_process
 from scale import sentence, vocabulary
 
 from memql.db.pool import owner_connection
@@ -61,27 +60,6 @@ REQUEST_PATH = ("memql.project_id", "api_keys")
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
-
-
-# a client in its own process (its CPU is not the server's): the bodies (read from stdin) on
-# one keep-alive connection, in turn; prints each request's milliseconds over HTTP
-CLIENT = """
-import http.client, json, sys, time
-port, key = int(sys.argv[1]), sys.argv[2]
-bodies = json.load(sys.stdin)
-conn = http.client.HTTPConnection("127.0.0.1", port)
-headers = {"Authorization": "Bearer " + key, "X-User-Id": "bench-user",
-           "Content-Type": "application/json"}
-elapsed = []
-for body in bodies:
-    started = time.perf_counter()
-    conn.request("POST", "/graphql", body=json.dumps(body), headers=headers)
-    answer = conn.getresponse().read()
-    elapsed.append((time.perf_counter() - started) * 1000)
-    if b'"errors"' in answer:
-        sys.exit(answer.decode())
-print(json.dumps(elapsed))
-"""
 
 
 def postgres_cpu_seconds(data: Path) -> float:
@@ -107,27 +85,17 @@ class Timed:
     postgres_cpu_ms: float  # PostgreSQL's processes, per request
 
 
-async def send_from_another_process(data: Path, base: str, key: str, bodies: list[Any]) -> Timed:
+async def send_from_another_process(
+    data: Path, base: str, headers: dict[str, str], bodies: list[Any]
+) -> Timed:
     """Send `bodies` from a client in another process; the server runs on this thread's
     event loop."""
     started = (time.thread_time(), postgres_cpu_seconds(data))
-    port = base.rsplit(":", 1)[1]
-    client = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        CLIENT,
-        port,
-        key,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await client.communicate(json.dumps(bodies).encode())
-    if client.returncode != 0:
-        raise RuntimeError("the client in another process failed")
+    http_ms = await time_from_another_process(int(base.rsplit(":", 1)[1]), headers, bodies)
     loop_s = time.thread_time() - started[0]
     postgres_s = postgres_cpu_seconds(data) - started[1]
     n = len(bodies)
-    return Timed(json.loads(out), 1000 * loop_s / n, 1000 * postgres_s / n)
+    return Timed(http_ms, 1000 * loop_s / n, 1000 * postgres_s / n)
 
 
 async def measure(
@@ -135,7 +103,7 @@ async def measure(
     url: str,
     data: Path,
     base: str,
-    key: str,
+    headers: dict[str, str],
     ops: dict[str, Any],
     args: argparse.Namespace,
 ) -> tuple[dict[str, Timed], dict[str, list[tuple[float, str]]]]:
@@ -158,7 +126,7 @@ async def measure(
     for block in (range(half), range(half, args.requests)):
         for name, make in ops.items():
             parts[name].append(
-                await send_from_another_process(data, base, key, [make(i) for i in block])
+                await send_from_another_process(data, base, headers, [make(i) for i in block])
             )
     timed = {
         name: Timed(
@@ -230,7 +198,7 @@ async def main() -> int:
             serving(Settings(database_url=url), embedder) as base,
             httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as client,
         ):
-            timed, statements = await measure(client, url, data, base, tenant.key, ops, args)
+            timed, statements = await measure(client, url, data, base, headers, ops, args)
         embed_ms = []
         cpu_started = time.process_time()
         for i in range(args.requests):
