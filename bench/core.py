@@ -76,7 +76,7 @@ async def timed(
         }
         for i in range(n)
     ]
-    return await time_from_another_process(int(base.rsplit(":", 1)[1]), headers, bodies)
+    return await time_from_another_process(base, headers, bodies)
 
 
 async def main(memories: int, requests: int) -> None:

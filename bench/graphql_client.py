@@ -51,9 +51,11 @@ class GraphQLClient:
 
 
 async def time_from_another_process(
-    port: int, headers: dict[str, str], bodies: list[dict[str, Any]]
+    base: str, headers: dict[str, str], bodies: list[dict[str, Any]]
 ) -> list[float]:
-    """Each body POSTed in turn by a client in another process: the milliseconds of each."""
+    """Each body POSTed in turn to the server at `base` (http://127.0.0.1:<port>) by a client
+    in another process: the milliseconds of each."""
+    port = int(base.rsplit(":", 1)[1])
     client = await asyncio.create_subprocess_exec(
         sys.executable,
         SCRIPT,

@@ -91,7 +91,7 @@ async def send_from_another_process(
     """Send `bodies` from a client in another process; the server runs on this thread's
     event loop."""
     started = (time.thread_time(), postgres_cpu_seconds(data))
-    http_ms = await time_from_another_process(int(base.rsplit(":", 1)[1]), headers, bodies)
+    http_ms = await time_from_another_process(base, headers, bodies)
     loop_s = time.thread_time() - started[0]
     postgres_s = postgres_cpu_seconds(data) - started[1]
     n = len(bodies)
