@@ -15,7 +15,8 @@ queries, one system after the other, who goes first rotating from round to round
 the same load and none always follows the same other one. memql answers `recall(limit: 5)` over
 HTTP (timed by the client, so HTTP, GraphQL and authentication are in), the peers
 `store.search(limit=5)` / `Memory.search(top_k=5)` in process. Last, `memql import` of the same
-memories, timed in process (the work of the command, without its start-up).
+memories, timed in process (the work of the command, without its start-up): from an export
+without vectors (every record embedded anew) and from one with them (`memql export --vectors`).
 
     python bench/peers.py --rounds 3
 """
@@ -220,18 +221,22 @@ async def main() -> int:
             client.close()
 
         # memql import of the same memories, into a second project (what `memql import` runs)
+        # of an export without vectors (every record embedded) and of one with them (`--vectors`)
+        import_rates: dict[bool, float] = {}
         async with open_embedder(settings) as embedder, await system_connection(url) as conn:
-            buffer = io.StringIO()
-            await export(conn, tenant.project_id, buffer)
-            await conn.commit()
-            target = await make_tenant(url)
-            lines = buffer.getvalue().splitlines()
-            # fresh ids: the same memories again, not the exported rows (which exist)
-            lines = [json.dumps({**json.loads(line), "id": str(uuid.uuid4())})
-                     for line in lines]  # fmt: skip
-            started = time.perf_counter()
-            imported, _ = await import_(conn, target.project_id, lines, embedder, settings.limits)
-            import_rate = imported / (time.perf_counter() - started)
+            for vectors in (False, True):
+                buffer = io.StringIO()
+                await export(conn, tenant.project_id, buffer, vectors=vectors)
+                await conn.commit()
+                target = await make_tenant(url)
+                lines = buffer.getvalue().splitlines()
+                # fresh ids: the same memories again, not the exported rows (which exist)
+                lines = [json.dumps({**json.loads(line), "id": str(uuid.uuid4())})
+                         for line in lines]  # fmt: skip
+                started = time.perf_counter()
+                done = await import_(conn, target.project_id, lines, embedder, settings.limits)
+                import_rates[vectors] = done.imported / (time.perf_counter() - started)
+                await conn.commit()
 
         print(f"\n{len(memories)} memories, {len(queries)} queries x {args.rounds} rounds\n")
         print("| system | recall p50 ms | recall p95 ms | ingest memories/s |"
@@ -251,7 +256,11 @@ async def main() -> int:
             )
             print(f"\n{name}: recall p50 by round {rounds} ms", end="")
         print()
-        print(f"\nmemql import: {import_rate:.0f} memories/s ({imported} memories, in process)")
+        print(
+            f"\nmemql import: {import_rates[False]:.0f} memories/s embedded anew,"
+            f" {import_rates[True]:.0f} memories/s from an export with vectors"
+            f" ({done.imported} memories, in process)"
+        )
     finally:
         for worker in workers:
             worker.close()

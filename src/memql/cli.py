@@ -260,8 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     p_export = sub.add_parser("export", help="write a project's memories as JSON lines")
     p_export.add_argument("--project", required=True)
     p_export.add_argument("--output", "-o", help="file to write (default: stdout)")
+    p_export.add_argument(
+        "--vectors",
+        action="store_true",
+        help="add each version's stored vector, which an import with the same model takes as it is",
+    )
     p_import = sub.add_parser(
-        "import", help="read JSON lines of `memql export` into a project (embedded anew)"
+        "import",
+        help="read JSON lines of `memql export` into a project (embedded anew, unless a record"
+        " carries a vector of this server's model)",
     )
     p_import.add_argument("--project", required=True)
     p_import.add_argument("input", help="file to read ('-': stdin)")
@@ -300,7 +307,7 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
                 if args.output
                 else nullcontext(sys.stdout) as out
             ):
-                count = await transfer.export(conn, project.id, out)
+                count = await transfer.export(conn, project.id, out, vectors=args.vectors)
             print(f"exported {count} memory versions of {project.name}", file=sys.stderr)
             return 0
         async with open_embedder(settings) as embedder:
@@ -309,11 +316,11 @@ async def _transfer(settings: Settings, args: argparse.Namespace) -> int:
                 if args.input != "-"
                 else nullcontext(sys.stdin) as source
             ):
-                imported, skipped = await transfer.import_(
-                    conn, project.id, source, embedder, settings.limits
-                )
+                done = await transfer.import_(conn, project.id, source, embedder, settings.limits)
         print(
-            f"imported {imported} memory versions into {project.name} ({skipped} already present)",
+            f"imported {done.imported} memory versions into {project.name}"
+            f" ({done.skipped} already present; {done.embedded} records embedded, the others"
+            " with the file's vectors)",
             file=sys.stderr,
         )
         return 0

@@ -1,8 +1,12 @@
 """`memql export` / `memql import`: a project's memories as JSON lines, every version included.
 
-Vectors are not exported: they belong to one model's space, and the importing side embeds the
-content again with its configured embedder. Ids, timestamps and the version chain are kept, so
-an export imported into an empty project is the same memory store.
+By default vectors are not exported: they belong to one model's space, and the importing side
+embeds the content again with its configured embedder. `export(vectors=True)` (`memql export
+--vectors`) adds each version's stored vector (`embedding`: little-endian float32, base64); an
+import takes it as it is wherever the record's `embedding_model` is the importing embedder's,
+so a move between instances of one model skips the model, and embeds the rest. Ids, timestamps
+and the version chain are kept, so an export imported into an empty project is the same memory
+store.
 
 An import is atomic: the whole file is written in one transaction. Each record is held to the
 rules the API applies to what it stores (`validation`: text and JSON nothing downstream can
@@ -14,11 +18,15 @@ field, and nothing of the file is written.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable
-from dataclasses import replace
-from typing import IO, Any
+from dataclasses import dataclass, replace
+from typing import IO, Any, NamedTuple
+
+import numpy as np
 
 from memql import validation
 from memql.access.identity import canonical_user_id
@@ -34,19 +42,41 @@ BATCH = 128
 # far above any record the limits allow (8,192 characters of content, 16 KiB of source, 100
 # thread ids of 256 characters)
 LINE_MAX_CHARS = 1024 * 1024
+#: a record's optional stored vector (of its `embedding_model`): little-endian float32, base64
+VECTOR = "embedding"
 
 
-def to_line(memory: Memory) -> str:
+@dataclass(frozen=True)
+class Record:
+    """A line of an export, read and checked: the memory, and the vector it carries, if any."""
+
+    memory: Memory
+    vector: Vector | None
+    line: int
+
+
+class Imported(NamedTuple):
+    imported: int
+    #: records whose id was already present
+    skipped: int
+    #: records the embedder embedded (the rest came with a vector of its model)
+    embedded: int
+
+
+def to_line(memory: Memory, vector: Vector | None = None) -> str:
     record = memory_to_dict(memory)
     del record["project_id"]  # the importing side names the project
+    if vector is not None:
+        stored = np.asarray(vector, dtype="<f4").tobytes()
+        record[VECTOR] = base64.b64encode(stored).decode("ascii")
     return json.dumps(record, ensure_ascii=False)
 
 
 def from_line(
     line: str, project_id: uuid.UUID, number: int, limits: Limits | None = None
-) -> Memory:
-    """The memory a line of an export holds, checked as the API checks what it stores; BadInput
-    naming the line (and the field) otherwise."""
+) -> Record:
+    """The memory a line of an export holds (and its vector), checked as the API checks what
+    it stores; BadInput naming the line (and the field) otherwise."""
     if len(line) > LINE_MAX_CHARS:
         raise BadInput(f"line {number}: longer than {LINE_MAX_CHARS} characters", line=number)
     try:
@@ -61,9 +91,64 @@ def from_line(
     except (KeyError, ValueError, TypeError) as exc:  # ValueError: JSON, or an overlong integer
         raise BadInput(f"line {number}: not a memql export record ({exc!r})") from None
     try:
-        return storable_record(record, memory, limits or LIMITS)
+        memory = storable_record(record, memory, limits or LIMITS)
+        vector = read_vector(record.get(VECTOR))
     except MemqlError as exc:
         raise BadInput(f"line {number}: {exc.message}", line=number, **exc.extensions) from None
+    return Record(memory, vector, number)
+
+
+def read_vector(text: Any) -> Vector | None:
+    """A record's `embedding`, unit length; None when it has none. BadInput for anything but
+    the base64 of finite float32 values, not all zero."""
+    if text is None:
+        return None
+    refusal = BadInput(
+        f"`{VECTOR}` is the base64 of little-endian float32 values, finite and not all zero",
+        field=VECTOR,
+    )
+    if not isinstance(text, str):
+        raise refusal
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise refusal from None
+    if not raw or len(raw) % 4:
+        raise refusal
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    norm = float(np.linalg.norm(vector.astype(np.float64)))
+    if not np.isfinite(vector).all() or norm == 0:
+        raise refusal
+    return vector / np.float32(norm)
+
+
+def kept_vectors(batch: list[Record], embedder: Embedder) -> list[Vector | None]:
+    """Each record's own vector where it is of `embedder`'s model (None where the model must
+    embed it); BadInput for a vector of that model with other dimensions."""
+    kept: list[Vector | None] = []
+    for record in batch:
+        vector = record.vector
+        if vector is not None and record.memory.embedding_model != embedder.model:
+            vector = None  # another model's space: embedded anew
+        if vector is not None and len(vector) != embedder.dimensions:
+            raise BadInput(
+                f"line {record.line}: `{VECTOR}` has {len(vector)} dimensions; the model"
+                f" {embedder.model} has {embedder.dimensions}",
+                line=record.line,
+                field=VECTOR,
+            )
+        kept.append(vector)
+    return kept
+
+
+async def filled(
+    batch: list[Record], kept: list[Vector | None], embedder: Embedder
+) -> list[Vector]:
+    """`kept` with the model's vectors where it has none, embedded in one call."""
+    missing = [i for i, vector in enumerate(kept) if vector is None]
+    texts = [batch[i].memory.content for i in missing]
+    embedded = iter(await embedder.embed(texts) if texts else [])
+    return [next(embedded) if vector is None else vector for vector in kept]
 
 
 def storable_record(record: dict[str, Any], memory: Memory, limits: Limits) -> Memory:
@@ -99,18 +184,20 @@ def storable_record(record: dict[str, Any], memory: Memory, limits: Limits) -> M
     )
 
 
-async def export(conn: Conn, project_id: uuid.UUID, out: IO[str]) -> int:
+async def export(conn: Conn, project_id: uuid.UUID, out: IO[str], *, vectors: bool = False) -> int:
+    """Every version of every memory of the project to `out`, a JSON line each (with its stored
+    vector when `vectors`); how many."""
     count = 0
-    async for memory in db_transfer.every_memory(conn, project_id):
-        out.write(to_line(memory) + "\n")
+    async for memory, vector in db_transfer.every_memory(conn, project_id, vectors=vectors):
+        out.write(to_line(memory, vector) + "\n")
         count += 1
     return count
 
 
 async def _batches(
     lines: Iterable[str], project_id: uuid.UUID, limits: Limits
-) -> AsyncIterator[list[Memory]]:
-    batch: list[Memory] = []
+) -> AsyncIterator[list[Record]]:
+    batch: list[Record] = []
     for number, line in enumerate(lines, start=1):
         if line.strip():
             batch.append(from_line(line, project_id, number, limits))
@@ -127,23 +214,27 @@ async def import_(
     lines: Iterable[str],
     embedder: Embedder,
     limits: Limits | None = None,
-) -> tuple[int, int]:
-    """Insert every record not already present, in one transaction; (imported, skipped).
-    A record that breaks a rule raises BadInput and nothing is written. Batches overlap: while
-    one batch's rows go in, the model embeds the next."""
-    imported = skipped = 0
+) -> Imported:
+    """Insert every record not already present, in one transaction. A record that breaks a
+    rule raises BadInput and nothing is written. A record's own vector is taken where it is of
+    `embedder`'s model; the model embeds the others. Batches overlap: while one batch's rows go
+    in, the model embeds the next."""
+    imported = skipped = embedded = 0
 
-    async def write(batch: list[Memory], vectors: Awaitable[list[Vector]]) -> None:
+    async def write(batch: list[Record], vectors: Awaitable[list[Vector]]) -> None:
         nonlocal imported, skipped
-        added = await db_transfer.insert_imported(conn, batch, await vectors, embedder.model)
+        memories = [record.memory for record in batch]
+        added = await db_transfer.insert_imported(conn, memories, await vectors, embedder.model)
         imported += added
         skipped += len(batch) - added
 
     async with conn.transaction():
-        pending: tuple[list[Memory], asyncio.Future[list[Vector]]] | None = None
+        pending: tuple[list[Record], asyncio.Future[list[Vector]]] | None = None
         try:
             async for batch in _batches(lines, project_id, limits or LIMITS):
-                embedding = asyncio.ensure_future(embedder.embed([m.content for m in batch]))
+                kept = kept_vectors(batch, embedder)
+                embedded += sum(vector is None for vector in kept)
+                embedding = asyncio.ensure_future(filled(batch, kept, embedder))
                 if pending is not None:
                     await write(*pending)
                 pending = (batch, embedding)
@@ -153,4 +244,4 @@ async def import_(
         finally:
             if pending is not None:
                 pending[1].cancel()
-    return imported, skipped
+    return Imported(imported, skipped, embedded)

@@ -144,7 +144,7 @@ async def test_export_and_import_keep_the_event_time(alice, tenant, database_url
     older["id"] = "00000000-0000-4000-8000-000000000001"
     lines = [json.dumps(older)] + [json.dumps({**r, "id": r["id"][:-4] + "ffff"}) for r in records]
     async with await system_connection(database_url) as conn:
-        assert await transfer.import_(conn, target.project_id, lines, embedder) == (5, 0)
+        assert await transfer.import_(conn, target.project_id, lines, embedder) == (5, 0, 5)
         cur = await conn.execute(
             "select occurred_at from memories where project_id = %s order by occurred_at",
             (target.project_id,),

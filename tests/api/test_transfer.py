@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import io
+import json
+import uuid
 
+import numpy as np
 import pytest
 
 from memql import transfer
@@ -55,13 +59,13 @@ async def test_export_then_import_into_an_empty_project_keeps_ids_versions_and_r
     async with await system_connection(database_url) as conn:
         # ids are kept, so the export goes into another project of another database in practice;
         # here the same database proves an id collision is skipped, not duplicated
-        assert await transfer.import_(conn, tenant.project_id, lines, embedder) == (0, 4)
+        assert await transfer.import_(conn, tenant.project_id, lines, embedder) == (0, 4, 4)
 
     async with await system_connection(database_url) as conn:
         await conn.execute("delete from memory_events where project_id = %s", (tenant.project_id,))
         await conn.execute("delete from memories where project_id = %s", (tenant.project_id,))
         await conn.commit()
-        assert await transfer.import_(conn, target.project_id, lines, embedder) == (4, 0)
+        assert await transfer.import_(conn, target.project_id, lines, embedder) == (4, 0, 4)
 
     moved = GraphQLClient(http, target.key, "alice")
     assert contents(await moved.ok(LIST)) == ["Team standup at 9.", "Prefers Slack."]
@@ -108,3 +112,41 @@ async def test_the_export_command_writes_one_json_line_per_version(
         ("Uses Helix.", None),
     ]
     assert "exported 2 memory versions" in stderr.decode()
+
+
+async def test_an_export_with_vectors_imports_without_the_model_and_recalls_the_same(
+    alice, tenant, database_url, embedder, http, db
+):
+    for content in ("Prefers Slack.", "Lives in Oslo.", "Allergic to peanuts."):
+        await alice.ok(SAVE, {"input": {"content": content, "kind": "TOPICAL"}})
+    out = io.StringIO()
+    async with await system_connection(database_url) as conn:
+        assert await transfer.export(conn, tenant.project_id, out, vectors=True) == 3
+    lines = out.getvalue().splitlines()
+    # each line carries its vector: little-endian float32, base64
+    assert all(
+        len(base64.b64decode(json.loads(line)["embedding"])) == 4 * embedder.dimensions
+        for line in lines
+    )
+
+    # ids are kept: in this database the same memories go in again under new ones
+    lines = [json.dumps({**json.loads(line), "id": str(uuid.uuid4())}) for line in lines]
+    target = await make_tenant(database_url)
+    async with await system_connection(database_url) as conn:
+        assert await transfer.import_(conn, target.project_id, lines, embedder) == (3, 0, 0)
+
+    async def vectors(project_id):
+        cur = await db.execute(
+            "select content, embedding::real[] from memories where project_id = %s"
+            " order by content",
+            (project_id,),
+        )
+        return [(content, np.asarray(vector)) for content, vector in await cur.fetchall()]
+
+    before, after = await vectors(tenant.project_id), await vectors(target.project_id)
+    assert [c for c, _ in before] == [c for c, _ in after]
+    for (_, a), (_, b) in zip(before, after, strict=True):
+        assert np.allclose(a, b, atol=1e-6)
+    moved = GraphQLClient(http, target.key, "alice")
+    hits = (await moved.ok(RECALL, {"query": "which chat tool do they like"}))["recall"]
+    assert hits[0]["memory"]["content"] == "Prefers Slack."

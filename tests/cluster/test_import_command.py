@@ -1,13 +1,15 @@
 """The `memql import` command itself, as a process: one bad record of each kind (text,
 numbers, size, JSON depth) ends with exit status 2 and a message naming the line and the field,
-and writes nothing; a clean file imports whole. (Every rule of the import:
-tests/service/test_import_hygiene.py.)"""
+and writes nothing; a clean file imports whole; an export with vectors goes in without the
+model. (Every rule of the import: tests/service/test_import_hygiene.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,35 @@ async def test_a_clean_file_still_imports_whole(database_url, db, tmp_path):
     assert status == 0, stderr
     assert "imported 2 memory versions" in stderr
     assert await stored(db, tenant.project_id) == 2
+
+
+async def test_an_export_with_vectors_goes_into_another_project_without_embedding(
+    database_url, db, tmp_path
+):
+    source, target = await make_tenant(database_url), await make_tenant(database_url)
+    first = tmp_path / "first.jsonl"
+    first.write_text(line(record("Prefers tea.")) + "\n" + line(record("Lives in Oslo.")) + "\n")
+    status, stderr = await run_import(database_url, source.project_name, first)
+    assert status == 0, stderr
+    assert "2 records embedded" in stderr
+
+    exported = tmp_path / "exported.jsonl"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "memql.cli", "export", "--project", source.project_name,
+        "--vectors", "-o", str(exported),
+        env={**os.environ, "DATABASE_URL": database_url}, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, export_err = await process.communicate()
+    assert process.returncode == 0, export_err.decode()
+    records = [json.loads(text) for text in exported.read_text().splitlines()]
+    assert all(r["embedding"] for r in records)
+    # the same memories under new ids, as if into another database
+    again = tmp_path / "again.jsonl"
+    again.write_text("".join(line({**r, "id": str(uuid.uuid4())}) + "\n" for r in records))
+
+    status, stderr = await run_import(database_url, target.project_name, again)
+
+    assert status == 0, stderr
+    assert "imported 2 memory versions" in stderr
+    assert "0 records embedded" in stderr
+    assert await stored(db, target.project_id) == 2

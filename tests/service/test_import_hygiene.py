@@ -7,10 +7,12 @@ runs the kinds of refusal and a clean file in tests/cluster/test_import_command.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from typing import Any
 
+import numpy as np
 import pytest
 
 from memql import transfer
@@ -53,6 +55,11 @@ def line(rec: dict[str, Any]) -> str:
     return json.dumps(rec, ensure_ascii=True, allow_nan=True)
 
 
+def packed(values: list[float]) -> str:
+    """A vector as `memql export --vectors` writes it."""
+    return base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode("ascii")
+
+
 def nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 
@@ -87,6 +94,17 @@ BAD_LINES = {
     "source-not-an-object": (line(record("Uses Vim.", source=[1, 2])), "source"),
     "owner-with-a-control-character": (line(record("Uses Vim.", owner_id="al\x07ice")), "owner_id"),
     "project-memory-with-an-owner": (line(record("Uses Vim.", scope="project")), "owner_id"),
+    "embedding-not-base64": (line(record("Uses Vim.", embedding="not base64!")), "embedding"),
+    "embedding-not-whole-floats": (
+        line(record("Uses Vim.", embedding="AAAA" + "AA==")),
+        "embedding",
+    ),
+    "embedding-not-a-string": (line(record("Uses Vim.", embedding=[0.5, 0.5])), "embedding"),
+    "embedding-nan": (
+        line(record("Uses Vim.", embedding=packed([1.0, float("nan")]))),
+        "embedding",
+    ),
+    "embedding-all-zero": (line(record("Uses Vim.", embedding=packed([0.0] * 4))), "embedding"),
     "unknown-invalidation-reason": (
         line(
             record(
@@ -123,3 +141,35 @@ async def test_an_import_with_one_bad_record_names_its_line_and_field_and_writes
     assert f"`{field}`" in refused.value.message
     assert refused.value.extensions == {"line": 2, "field": field}
     assert await stored(db, tenant.project_id) == 0
+
+
+async def test_a_vector_of_the_importing_model_with_other_dimensions_is_refused_by_line(
+    database_url, db, embedder
+):
+    tenant = await make_tenant(database_url)
+    short = packed([1.0] * (embedder.dimensions - 1))
+    bad = line(record("Uses Vim.", embedding_model=embedder.model, embedding=short))
+    async with await system_connection(database_url) as conn:
+        with pytest.raises(BadInput) as refused:
+            await transfer.import_(conn, tenant.project_id, file_with(bad), embedder, Limits())
+    assert refused.value.extensions == {"line": 2, "field": "embedding"}
+    assert f"has {embedder.dimensions - 1} dimensions" in refused.value.message
+    assert await stored(db, tenant.project_id) == 0
+
+
+async def test_a_vector_of_another_model_is_left_and_the_content_embedded(
+    database_url, db, embedder
+):
+    tenant = await make_tenant(database_url)
+    other = record("Uses Vim.", embedding_model="another-model", embedding=packed([1.0] * 7))
+    async with await system_connection(database_url) as conn:
+        done = await transfer.import_(conn, tenant.project_id, [line(other)], embedder, Limits())
+    assert done == (1, 0, 1)
+    [expected] = await embedder.embed(["Uses Vim."])
+    cur = await db.execute(
+        "select embedding_model, embedding::real[] from memories where project_id = %s",
+        (tenant.project_id,),
+    )
+    model, vector = await cur.fetchone()
+    assert model == embedder.model
+    assert np.allclose(np.asarray(vector), expected, atol=1e-6)

@@ -14,16 +14,20 @@ from memql.embeddings import Vector
 from memql.model import MEMORY_FIELDS, Memory
 
 
-async def every_memory(conn: Conn, project_id: uuid.UUID) -> AsyncIterator[Memory]:
-    """Every version of every memory of a project, oldest first, streamed."""
+async def every_memory(
+    conn: Conn, project_id: uuid.UUID, *, vectors: bool = False
+) -> AsyncIterator[tuple[Memory, Vector | None]]:
+    """Every version of every memory of a project, oldest first, streamed; each with its
+    stored vector when `vectors`, else None."""
+    vector = ", m.embedding" if vectors else ""
     async with conn.cursor(name="memql_export", row_factory=dict_row) as cur:
         await cur.execute(
-            f"select {MEMORY_COLUMNS} from memories m where m.project_id = %s"
+            f"select {MEMORY_COLUMNS}{vector} from memories m where m.project_id = %s"
             " order by m.created_at, m.id",
             (project_id,),
         )
         async for row in cur:
-            yield memory_from_row(row)
+            yield memory_from_row(row), row["embedding"].to_numpy() if vectors else None
 
 
 # an exported memory goes in as it was, every field in its column, with the importing model
