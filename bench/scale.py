@@ -113,6 +113,10 @@ async def build(url: str, args: argparse.Namespace, model: str, state: Path) -> 
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await register_vector_async(conn)
         project = await tenants.create_project(conn, PROJECT)
+        if project is None:
+            raise RuntimeError(
+                f"the database already holds a project {PROJECT!r}: a fresh --data-dir"
+            )
         key = generate_key()
         await tenants.insert_api_key(
             conn, project.id, display_prefix(key), hash_key(key), Consumer.AGENT
@@ -351,7 +355,7 @@ async def explain(url: str, model: str) -> None:
         await show(
             "memories(first: 50)",
             lambda: db_memories.list_page(
-                conn, principal, MemoryFilter(scopes=both), Order(), limit=50
+                conn, principal, MemoryFilter(scopes=tuple(both)), Order(), limit=50
             ),
         )
         await show(
