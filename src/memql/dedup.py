@@ -18,6 +18,7 @@ similarity (`CONTRADICTION_FLOOR`) up. The figures come from the labelled pairs 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 #: similarity from which a memory of opposite polarity is reported as a near-duplicate
 CONTRADICTION_FLOOR = 0.60
@@ -66,13 +67,18 @@ _OPPOSITES = (
 )
 _WORD = re.compile(r"[a-z]+")
 _SPACE = re.compile(r"\s+")
+# A batch of saves compares each input with several stored memories and earlier inputs, so
+# the same text is read again and again: what each reading finds is kept for the latest texts.
+_TEXTS_KEPT = 1024
 
 
+@lru_cache(maxsize=_TEXTS_KEPT)
 def normalise(text: str) -> str:
     """Case, spacing and trailing punctuation do not make a different memory."""
     return _SPACE.sub(" ", text.casefold()).strip().rstrip(".!;").strip()
 
 
+@lru_cache(maxsize=_TEXTS_KEPT)
 def literals(text: str) -> frozenset[str]:
     """Numbers, dates, versions and codes, and the weekdays, months and number words a text
     names."""
@@ -92,12 +98,14 @@ def negations(text: str) -> frozenset[str]:
     return frozenset(m.casefold() for m in _NEGATION.findall(text))
 
 
+@lru_cache(maxsize=_TEXTS_KEPT)
 def polarity(text: str) -> bool:
     """False when the text negates (an odd number of negations): "doesn't like" and "no longer
     likes" agree with each other, not with "likes"."""
     return len(_NEGATION.findall(text)) % 2 == 0
 
 
+@lru_cache(maxsize=_TEXTS_KEPT)
 def comparisons(text: str) -> frozenset[tuple[str, str]]:
     """The (preferred, other) words around "over", "than", "instead of", "before", "after"."""
     return frozenset((a.casefold(), b.casefold()) for a, b in _COMPARISON.findall(text))
@@ -105,12 +113,17 @@ def comparisons(text: str) -> frozenset[tuple[str, str]]:
 
 def one_sided_opposite(a: str, b: str) -> bool:
     """True when one text says a word and the other its opposite (and not the word itself)."""
-    wa, wb = set(_WORD.findall(a.casefold())), set(_WORD.findall(b.casefold()))
+    wa, wb = _words(a), _words(b)
     for x, y in _OPPOSITES:
         for p, q in ((x, y), (y, x)):
             if p in wa and p not in wb and q in wb and q not in wa:
                 return True
     return False
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.casefold()))
 
 
 def may_absorb(existing: str, new: str, similarity: float, threshold: float) -> bool:
