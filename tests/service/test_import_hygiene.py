@@ -96,7 +96,7 @@ BAD_LINES = {
     "project-memory-with-an-owner": (line(record("Uses Vim.", scope="project")), "owner_id"),
     "embedding-not-base64": (line(record("Uses Vim.", embedding="not base64!")), "embedding"),
     "embedding-not-whole-floats": (
-        line(record("Uses Vim.", embedding="AAAA" + "AA==")),
+        line(record("Uses Vim.", embedding="AAAA")),  # three bytes
         "embedding",
     ),
     "embedding-not-a-string": (line(record("Uses Vim.", embedding=[0.5, 0.5])), "embedding"),
