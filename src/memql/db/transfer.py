@@ -20,7 +20,8 @@ async def every_memory(
     """Every version of every memory of a project, oldest first, streamed; each with its
     stored vector when `vectors`, else None."""
     vector = ", m.embedding" if vectors else ""
-    async with conn.cursor(name="memql_export", row_factory=dict_row) as cur:
+    # in binary: a vector read from its text costs about 200 us, from its binary form 3 us
+    async with conn.cursor(name="memql_export", row_factory=dict_row, binary=True) as cur:
         await cur.execute(
             f"select {MEMORY_COLUMNS}{vector} from memories m where m.project_id = %s"
             " order by m.created_at, m.id",
