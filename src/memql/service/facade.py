@@ -505,9 +505,7 @@ class MemoryService:
         from it receives every change committed after this call, however long the stream
         takes to start. (Without `since` a stream starts wherever the log is once it is set
         up, so a change committed in between reaches it only through a later `since`.)"""
-        if self._realtime is None:
-            raise RuntimeError("realtime is not running")
-        return str(await self._realtime.position(self._sessions, principal))
+        return str(await self._running_realtime().position(self._sessions, principal))
 
     @validation.storable_arguments
     def memory_events(
@@ -528,9 +526,12 @@ class MemoryService:
         """
         scopes = self._readable(principal, scope)
         after = validation.event_cursor(since)
+        return self._running_realtime().events(self._sessions, principal, scopes, after, recheck)
+
+    def _running_realtime(self) -> Realtime:
         if self._realtime is None:
             raise RuntimeError("realtime is not running")
-        return self._realtime.events(self._sessions, principal, scopes, after, recheck)
+        return self._realtime
 
     # --- webhooks -------------------------------------------------------------------------
 
