@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -337,17 +338,38 @@ async def test_postgresql_killed_under_concurrent_writes_loses_no_acknowledged_w
 # --- memql serve killed ------------------------------------------------------------------------
 
 
-async def batch_being_written(database_url: str) -> int | None:
-    """The transaction id of a save being written at this moment (it has written rows, is at
-    work on memories, and has not committed), if there is one."""
+async def batch_being_written(database_url: str) -> tuple[int, Any] | None:
+    """A save being written at this moment, waiting for its server's next statement (it has
+    written rows, its last statement was on memories, and it has not committed), if there is
+    one: its transaction id and when its backend last changed state."""
     async with await owner_connection(database_url, autocommit=True) as conn:
         cur = await conn.execute(
-            "select backend_xid::text::bigint from pg_stat_activity"
+            "select backend_xid::text::bigint, state_change from pg_stat_activity"
             " where backend_xid is not null and pid <> pg_backend_pid()"
-            " and query ~ 'memor(y|ies)' order by xact_start limit 1"
+            " and state = 'idle in transaction' and query ~ 'memor(y|ies)'"
+            " order by xact_start limit 1"
         )
         row = await cur.fetchone()
-        return int(row[0]) if row else None
+        return (int(row[0]), row[1]) if row else None
+
+
+async def kill_mid_batch(database_url: str, instance: ServeProcess) -> int:
+    """SIGKILL `instance` while one of its batches has written rows and not committed; that
+    transaction's id. The server is frozen (SIGSTOP) once such a transaction waits for it, and
+    killed only if the transaction still waits untouched: a COMMIT sent just before the kill
+    would otherwise still commit it."""
+    deadline = time.monotonic() + 30
+    while True:
+        assert time.monotonic() < deadline, "no batch was caught being written"
+        caught = await batch_being_written(database_url)
+        if caught is None:
+            continue
+        instance.proc.send_signal(signal.SIGSTOP)
+        await asyncio.sleep(0.05)
+        if await batch_being_written(database_url) == caught:
+            instance.kill()
+            return caught[0]
+        instance.proc.send_signal(signal.SIGCONT)
 
 
 async def transaction_status(database_url: str, xid: int) -> str:
@@ -380,10 +402,7 @@ async def test_memql_killed_mid_batch_leaves_each_batch_whole_and_a_new_process_
                 60,
                 "every client has written before the kill",
             )
-            deadline = time.monotonic() + 30
-            while (xid := await batch_being_written(database_url)) is None:
-                assert time.monotonic() < deadline, "no batch was caught being written"
-            instances[0].kill()
+            xid = await kill_mid_batch(database_url, instances[0])
             cut = [w for w in before.writes if id(w) in before.in_flight]
         finally:
             await before.stop()
