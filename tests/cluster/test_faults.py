@@ -17,6 +17,7 @@ import itertools
 import signal
 import tempfile
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,9 @@ class Write:
 class Writers:
     """`clients` concurrent clients, each its own user (`<tag>-<n>`), sending `saveMemory` and
     `saveMemories` of `batch` memories by turns (only batches without `singles`) until stopped.
-    Every text is distinct (its `label`, its numbers), so no save is absorbed into another."""
+    Every text is distinct in its numbers, so no save is absorbed into another: the same turn
+    and place under two labels reads a different count, since texts that differ only in a word
+    and agree on every number are near-duplicates."""
 
     def __init__(
         self,
@@ -108,10 +111,14 @@ class Writers:
                     return
                 size = 1 if self.singles and i % 2 == 0 else self.batch
                 texts = [
-                    f"{user} {self.label} {i}.{j}: reading {(i * 131 + j) * 7919 % 100003} units."
+                    f"{user} {self.label} {i}.{j}: reading {self._count(i, j)} units."
                     for j in range(size)
                 ]
                 await self._send(http, headers, Write(user, texts))
+
+    def _count(self, i: int, j: int) -> int:
+        # one count per (i, j) within a label (j < 131 and 100003 prime), another under each label
+        return ((i * 131 + j) * 7919 + zlib.crc32(self.label.encode())) % 100003
 
     async def _send(self, http: httpx.AsyncClient, headers: dict[str, str], write: Write) -> None:
         inputs = [{"content": t, "kind": "EPISODIC"} for t in write.contents]
