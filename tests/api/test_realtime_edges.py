@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from tests.operations import ERASE, SAVE
-from tests.ws import MEMORY_EVENTS, EventSubscription, StreamEnded
+from tests.ws import MEMORY_EVENTS, EventSubscription, StreamEnded, event_cursor
 
 MULTIPART = "multipart/mixed;subscriptionSpec=1.0,application/json"
 
@@ -153,8 +153,10 @@ async def test_a_multipart_subscription_with_a_bad_since_ends_with_bad_user_inpu
     assert payload["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
 
 
-async def test_a_multipart_subscription_ends_when_its_key_is_revoked(http, alice, tenant, db):
-    since = (await alice.ok("{ viewer { eventCursor } }"))["viewer"]["eventCursor"]
+async def test_a_multipart_subscription_ends_when_its_key_is_revoked(
+    server, http, alice, tenant, db
+):
+    since = await event_cursor(server, alice.headers())
     body = {"query": MEMORY_EVENTS, "variables": {"since": since}}
     headers = {**alice.headers(), "Accept": MULTIPART}
     async with http.stream("POST", "/graphql", json=body, headers=headers, timeout=20) as r:
