@@ -122,9 +122,7 @@ def questions(sample: dict[str, Any]) -> list[Question]:
         evidence = dialog_ids(qa.get("evidence", []))
         if qa["category"] == 5 or not evidence:
             continue
-        named = [
-            s for s in speakers if re.search(rf"\b{re.escape(s)}\b", qa["question"], re.I)
-        ]
+        named = [s for s in speakers if re.search(rf"\b{re.escape(s)}\b", qa["question"], re.I)]
         chosen = named if len(named) == 1 else speakers
         users = tuple(user_id(sample["sample_id"], s) for s in chosen)
         out.append(Question(sample["sample_id"], qa["question"], qa["category"],
@@ -197,7 +195,9 @@ async def main(argv: list[str] | None = None) -> int:
             hits: list[tuple[float, set[str]]] = []
             for user in q.users:
                 t0 = time.perf_counter()
-                data = await graphql(http, tenant.key, user, RECALL, {"query": q.text, "limit": LIMIT})
+                data = await graphql(
+                    http, tenant.key, user, RECALL, {"query": q.text, "limit": LIMIT}
+                )
                 latencies.append((time.perf_counter() - t0) * 1000)
                 hits += [(h["score"], set(h["memory"]["sourceThreadIds"])) for h in data["recall"]]
             # both speakers merged by score (stable: the first speaker's hit wins a tie)
