@@ -32,16 +32,32 @@ async def _configure(conn: Conn) -> None:
     await conn.commit()
 
 
+async def _reset(conn: Conn) -> None:
+    # a block cancelled before it put its connection back in its usual mode
+    # (`Sessions.read` turns autocommit on for its pipeline)
+    if conn.autocommit:
+        await conn.set_autocommit(False)
+
+
 async def open_pool(
     url: str, *, min_size: int = 2, max_size: int = 10, wait: float = 5.0
 ) -> AsyncConnectionPool:
     """`wait`: seconds a request waits for a connection before it is refused (503); short,
-    so a database outage fails requests fast instead of piling them up."""
+    so a database outage fails requests fast instead of piling them up.
+
+    Every connection goes back through `reset`, and with a reset function psycopg_pool
+    returns a connection in its own worker task, not in the task that used it: without one,
+    `putconn` awaits the pool's lock and the next waiter's lock in the caller's task, and a
+    cancellation landing there (GraphQL cancels a request's other fields when one fails; a
+    client that hangs up cancels its request) drops the connection on the floor. Idle in
+    PostgreSQL, counted as open by the pool, never lent again: after a burst the pool was
+    left with none available and every request waited for nothing."""
     pool = AsyncConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,
         configure=_configure,
+        reset=_reset,
         open=False,
         name="memql",
         timeout=wait,
