@@ -41,7 +41,7 @@ def create_app(
         # everything opened here closes in reverse order, whether the start succeeds or not
         async with AsyncExitStack() as stack:
             memql = await stack.enter_async_context(open_memql(settings, embedder=embedder))
-            metrics.watch_pool(memql.pool)
+            metrics.watch_pool(memql.pool, memql.service.sessions.shares)
             stack.callback(metrics.watch_pool, None)
             await stack.enter_async_context(mcp.running())
             if settings.metrics_port is not None:
@@ -66,6 +66,7 @@ def create_app(
         ),
         max_message_bytes=settings.max_body_bytes,
         persisted_queries=settings.persisted_queries,
+        request_timeout=settings.request_timeout_seconds,
         graphql_ide="graphiql" if settings.graphiql else None,
         # websocket handshakes from these sites' pages (CORS does not cover websockets)
         allowed_origins=settings.cors_origins,

@@ -4,6 +4,7 @@ transport decides how it answers one (HTTP statuses: `http_errors.status_for`)."
 from __future__ import annotations
 
 import logging
+import math
 import re
 import uuid
 from collections.abc import Callable
@@ -70,6 +71,25 @@ class ServiceUnavailable(MemqlError):
     request is answered at once, to be retried later."""
 
     code = "SERVICE_UNAVAILABLE"
+
+
+class DeadlineExceeded(MemqlError):
+    """The request used up its time with the database (MEMQL_REQUEST_TIMEOUT_SECONDS): what
+    had not run by then is refused, and no statement of it runs on past the deadline. The same
+    request will fail again: ask for less in one request."""
+
+    code = "REQUEST_TIMEOUT"
+
+
+class RateLimited(MemqlError):
+    """The credential or its project sent more requests than its rate allows; `retry_after`
+    seconds from now the next one is accepted."""
+
+    code = "TOO_MANY_REQUESTS"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message, retryAfter=max(1, math.ceil(retry_after)))
+        self.retry_after = max(1, math.ceil(retry_after))
 
 
 class CredentialsUnavailable(ServiceUnavailable):

@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memql.errors import MemqlError, NotEntitled, ServiceUnavailable, mask
+from memql.errors import MemqlError, NotEntitled, RateLimited, ServiceUnavailable, mask
 
 log = logging.getLogger("memql.errors")
 
@@ -41,7 +41,14 @@ def status_for(error: MemqlError) -> int | None:
         return 404
     if isinstance(error, ServiceUnavailable):
         return 503
+    if isinstance(error, RateLimited):
+        return 429
     return None
+
+
+def retry_after(error: MemqlError) -> dict[str, str]:
+    """The `Retry-After` header a refusal for `error` carries, if any."""
+    return {"Retry-After": str(error.retry_after)} if isinstance(error, RateLimited) else {}
 
 
 def code_for(status: int) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 
@@ -33,28 +34,53 @@ MCP_TOOL_CALLS = Counter(
 )
 
 
+class Shares(Protocol):
+    def stats(self) -> Mapping[str, int]: ...
+
+
 class _PoolCollector(Collector):
     pool: AsyncConnectionPool | None = None
+    shares: Shares | None = None
 
     def collect(self) -> Iterable[Metric]:
         if self.pool is None:
             return []
         stats = self.pool.get_stats()
+        shared = self.shares.stats() if self.shares is not None else {}
         size = GaugeMetricFamily("memql_db_pool_size", "Connections open in the pool")
         size.add_metric([], stats.get("pool_size", 0))
         idle = GaugeMetricFamily("memql_db_pool_available", "Idle connections in the pool")
         idle.add_metric([], stats.get("pool_available", 0))
         waiting = GaugeMetricFamily("memql_db_pool_waiting", "Requests waiting for a connection")
         waiting.add_metric([], stats.get("requests_waiting", 0))
-        return [size, idle, waiting]
+        project_waiting = GaugeMetricFamily(
+            "memql_db_pool_project_waiting",
+            "Requests waiting for their project's share of the pool (MEMQL_POOL_PROJECT_SHARE)",
+        )
+        project_waiting.add_metric([], shared.get("waiting", 0))
+        full = GaugeMetricFamily(
+            "memql_db_pool_projects_at_share", "Projects holding their whole share of the pool"
+        )
+        full.add_metric([], shared.get("projects_full", 0))
+        timeouts = CounterMetricFamily(
+            "memql_db_pool_timeouts", "Requests that got no connection within the pool's wait"
+        )
+        timeouts.add_metric([], stats.get("requests_errors", 0))
+        lost = CounterMetricFamily(
+            "memql_db_pool_connections_discarded",
+            "Connections found broken on their return and replaced",
+        )
+        lost.add_metric([], stats.get("returns_bad", 0) + stats.get("connections_lost", 0))
+        return [size, idle, waiting, project_waiting, full, timeouts, lost]
 
 
 _pool_collector = _PoolCollector()
 REGISTRY.register(_pool_collector)
 
 
-def watch_pool(pool: AsyncConnectionPool | None) -> None:
+def watch_pool(pool: AsyncConnectionPool | None, shares: Shares | None = None) -> None:
     _pool_collector.pool = pool
+    _pool_collector.shares = shares
 
 
 # realtime

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from memql.access.authenticate import Authenticator, policy_from
+from memql.access.authenticate import Authenticator, policy_from, rates_from
 from memql.access.cache import listening
 from memql.db import embedding_space as space
 from memql.db import tenants
@@ -106,7 +106,7 @@ async def open_memql(
         realtime = await stack.enter_async_context(open_realtime(settings, url))
         webhooks = await stack.enter_async_context(running(Deliverer.from_settings(settings, url)))
         service = MemoryService(pool, active, settings, realtime=realtime)
-        authenticator = Authenticator(pool, policy)
+        authenticator = Authenticator(pool, policy, rates_from(settings))
         await stack.enter_async_context(listening(authenticator.cache, url))
         yield Memql(settings, url, pool, active, service, authenticator, realtime, webhooks)
 

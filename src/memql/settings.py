@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -95,6 +96,16 @@ class Settings:
     pool_max_size: int = 10
     # seconds a request waits for a database connection before it is answered with 503
     pool_timeout_seconds: float = 5.0
+    # the fraction of the pool one project's requests may hold or wait for at once (1: all)
+    pool_project_share: float = 0.5
+    # seconds one GraphQL operation (or MCP call) may spend with the database in all; each of
+    # its statements is cancelled by PostgreSQL at that deadline (statement_timeout)
+    request_timeout_seconds: float = 10.0
+    # requests a second one credential (API key; browser token's user) or one project may
+    # make, each with bursts of `rate_burst_seconds` worth; 0: not limited
+    rate_per_key: float = 0.0
+    rate_per_project: float = 0.0
+    rate_burst_seconds: float = 2.0
     # realtime: live messages a subscriber may have waiting before it is closed as too slow
     subscriber_queue: int = 1000
     # realtime: seconds between credential checks of a live subscription
@@ -170,6 +181,15 @@ class Settings:
             values["pool_max_size"] = _int("MEMQL_POOL_MAX_SIZE", v, minimum=1)
         if v := env.get("MEMQL_POOL_TIMEOUT_SECONDS"):
             values["pool_timeout_seconds"] = _seconds("MEMQL_POOL_TIMEOUT_SECONDS", v)
+        if v := env.get("MEMQL_POOL_PROJECT_SHARE"):
+            values["pool_project_share"] = _fraction("MEMQL_POOL_PROJECT_SHARE", v)
+        if v := env.get("MEMQL_REQUEST_TIMEOUT_SECONDS"):
+            values["request_timeout_seconds"] = _seconds("MEMQL_REQUEST_TIMEOUT_SECONDS", v)
+        for name in ("RATE_PER_KEY", "RATE_PER_PROJECT"):
+            if v := env.get(f"MEMQL_{name}"):
+                values[name.lower()] = _rate(f"MEMQL_{name}", v)
+        if v := env.get("MEMQL_RATE_BURST_SECONDS"):
+            values["rate_burst_seconds"] = _seconds("MEMQL_RATE_BURST_SECONDS", v)
         if v := env.get("MEMQL_SUBSCRIBER_QUEUE"):
             values["subscriber_queue"] = _int("MEMQL_SUBSCRIBER_QUEUE", v, minimum=1)
         if v := env.get("MEMQL_AUTH_RECHECK_SECONDS"):
@@ -185,6 +205,11 @@ class Settings:
         s = replace(s, **values)  # type: ignore[arg-type]
         s.validate()
         return s
+
+    @property
+    def project_slots(self) -> int:
+        """Connections one project's requests may hold or wait for at once."""
+        return max(1, math.floor(self.pool_max_size * self.pool_project_share))
 
     @property
     def embedder_config(self) -> EmbedderConfig:
@@ -287,6 +312,17 @@ def _int(name: str, raw: str, *, minimum: int) -> int:
         raise ConfigurationError(f"{name}={raw!r} is not an integer") from None
     if value < minimum:
         raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def _rate(name: str, raw: str) -> float:
+    """Requests a second, 0 or more (0: not limited)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
+    if not 0.0 <= value < float("inf"):
+        raise ConfigurationError(f"{name}={raw!r} must be 0 (off) or a rate a second")
     return value
 
 

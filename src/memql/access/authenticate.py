@@ -31,6 +31,7 @@ from memql.access.jwt import (
     unverified_issuer,
 )
 from memql.access.policy import AccessRequest, Policy, decide, load_policy, per_consumer
+from memql.access.rates import RateLimits, TokenBuckets
 from memql.db import tenants
 from memql.db.session import Sessions
 from memql.errors import MemqlError, NotEntitled, Unauthenticated
@@ -48,9 +49,25 @@ def policy_from(settings: Settings) -> Policy:
     )
 
 
+def rates_from(settings: Settings) -> RateLimits | None:
+    """The request rates `settings` ask for (MEMQL_RATE_PER_KEY, MEMQL_RATE_PER_PROJECT)."""
+    if not (settings.rate_per_key or settings.rate_per_project):
+        return None
+
+    def buckets(rate: float) -> TokenBuckets | None:
+        return TokenBuckets(rate, rate * settings.rate_burst_seconds) if rate else None
+
+    return RateLimits(buckets(settings.rate_per_key), buckets(settings.rate_per_project))
+
+
 class Authenticator:
-    def __init__(self, pool: AsyncConnectionPool, policy: Policy) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool, policy: Policy, rates: RateLimits | None = None
+    ) -> None:
+        """`rates`: each `authenticate` (a request, a websocket operation, an MCP call) takes
+        its credential's and its project's token (RateLimited when out of them)."""
         self._sessions = Sessions(pool)
+        self._rates = rates
         self._policy = policy
         self._jwt = JwtVerifier()
         # resolved credentials; kept only while `cache.listen` runs (see access/cache.py),
@@ -85,6 +102,9 @@ class Authenticator:
             server = True
         if not project.memory_enabled:
             raise NotEntitled("not found")
+        if self._rates is not None:
+            # a browser token's credential is its user of its project
+            self._rates.admit(project.id, key_id or (project.id, user_id))
         grant = await decide(
             self._policy,
             AccessRequest(user_id, consumer.value, project.name, str(project.id)),

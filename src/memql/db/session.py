@@ -11,9 +11,13 @@ above this module catches psycopg's errors.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+import math
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import psycopg
@@ -21,7 +25,13 @@ from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memql.db.pool import SYSTEM_ROLE, Conn
-from memql.errors import Conflict, CredentialsUnavailable, ServiceUnavailable, Unauthenticated
+from memql.errors import (
+    Conflict,
+    CredentialsUnavailable,
+    DeadlineExceeded,
+    ServiceUnavailable,
+    Unauthenticated,
+)
 from memql.model import Principal
 
 DATABASE_AWAY = "the memory store cannot be reached right now; try again shortly"
@@ -55,26 +65,123 @@ async def bind_principal(
     )
 
 
+def _statement_timeout() -> list[tuple[str, str]]:
+    """The transaction's `statement_timeout`: what is left of the request's deadline (each
+    statement after the binding is cancelled by PostgreSQL when it would run past it)."""
+    left = _remaining()
+    return [] if left is None else [("statement_timeout", str(max(1, math.ceil(left * 1000))))]
+
+
 STALE_CREDENTIAL = "the credential was revoked or its project has no memory"
+OUT_OF_TIME = (
+    "the request used up its time with the database (MEMQL_REQUEST_TIMEOUT_SECONDS);"
+    " ask for less in one request"
+)
+SHARE_TAKEN = (
+    "this project is using its whole share of the database connections"
+    " (MEMQL_POOL_PROJECT_SHARE); try again shortly"
+)
+
+# when the current request's time with the database ends (the event loop's clock); set by
+# the transport around one operation, inherited by every field task it starts
+_deadline: ContextVar[float | None] = ContextVar("memql_request_deadline", default=None)
+
+
+@contextmanager
+def request_deadline(seconds: float | None) -> Iterator[None]:
+    """Bound the database work of what runs inside: every checkout waits at most until the
+    deadline, every statement is cancelled by PostgreSQL at it (`statement_timeout`), and once
+    it has passed nothing more is started (`DeadlineExceeded`). None: no deadline."""
+    when = None if seconds is None else asyncio.get_running_loop().time() + seconds
+    token = _deadline.set(when)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def _remaining() -> float | None:
+    """Seconds left before the current request's deadline; None without one."""
+    when = _deadline.get()
+    if when is None:
+        return None
+    left = when - asyncio.get_running_loop().time()
+    if left <= 0:
+        raise DeadlineExceeded(OUT_OF_TIME)
+    return left
+
+
+class ProjectShares:
+    """A project's share of the pool: at most `slots` of its requests hold or wait for a
+    connection at once, so one busy project leaves the rest of the pool to the others (who
+    wait only for their own turn). A project's entry lives while some request of it holds or
+    waits for a slot."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._held: dict[uuid.UUID, asyncio.Semaphore] = {}
+        self._users: dict[uuid.UUID, int] = {}
+
+    @asynccontextmanager
+    async def slot(self, project_id: uuid.UUID, wait: float) -> AsyncIterator[None]:
+        semaphore = self._held.get(project_id)
+        if semaphore is None:
+            semaphore = self._held[project_id] = asyncio.Semaphore(self.slots)
+        self._users[project_id] = self._users.get(project_id, 0) + 1
+        try:
+            try:
+                async with asyncio.timeout(wait):
+                    await semaphore.acquire()
+            except TimeoutError:
+                log.warning("project %s waited %.2f s for its share of the pool", project_id, wait)
+                raise ServiceUnavailable(SHARE_TAKEN) from None
+            try:
+                yield
+            finally:
+                semaphore.release()
+        finally:
+            left = self._users[project_id] - 1
+            if left:
+                self._users[project_id] = left
+            else:
+                del self._users[project_id], self._held[project_id]
+
+    def stats(self) -> dict[str, int]:
+        """Requests waiting for their project's share; projects using all of theirs."""
+        waiting = sum(max(0, users - self.slots) for users in self._users.values())
+        full = sum(1 for s in self._held.values() if s.locked())
+        return {"waiting": waiting, "projects_full": full}
 
 
 class Sessions:
     """The transactions of one pool."""
 
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, project_slots: int | None = None) -> None:
+        """`project_slots`: connections one project's requests may hold or wait for at once
+        (None: the whole pool)."""
         self._pool = pool
+        self.shares = ProjectShares(project_slots or pool.max_size)
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Conn]:
-        """A pooled connection for a principal's work, with the database's failures translated:
-        a stale credential is Unauthenticated; no connection within the pool's wait, or one
-        lost, is ServiceUnavailable (HTTP 503)."""
+    async def _connection(self, principal: Principal) -> AsyncIterator[Conn]:
+        """A pooled connection for a principal's work, within its project's share of the pool
+        and its request's deadline, with the database's failures translated: a stale
+        credential is Unauthenticated; no connection within the pool's wait, or one lost, is
+        ServiceUnavailable (HTTP 503); the deadline passed, DeadlineExceeded."""
         conn: Conn | None = None
+        left = _remaining()
+        wait = self._pool.timeout if left is None else min(self._pool.timeout, left)
+        started = asyncio.get_running_loop().time()
         try:
-            async with self._pool.connection() as conn:
-                yield conn
+            async with self.shares.slot(principal.project_id, wait):
+                wait -= asyncio.get_running_loop().time() - started
+                async with self._pool.connection(timeout=max(wait, 0.001)) as conn:
+                    yield conn
         except pg_errors.InvalidAuthorizationSpecification:
             raise Unauthenticated(STALE_CREDENTIAL) from None
+        except pg_errors.QueryCanceled:
+            # statement_timeout: the request's deadline, reached inside PostgreSQL
+            raise DeadlineExceeded(OUT_OF_TIME) from None
         except PoolTimeout as exc:
             log.warning("no database connection: %s", exc)
             raise ServiceUnavailable(DATABASE_AWAY) from None
@@ -92,8 +199,8 @@ class Sessions:
         row-level security sees the principal's project and user. The binding statement also
         checks the credential again (a key revoked, an entitlement withdrawn since the
         principal was resolved or cached): nothing is read or written for a stale one."""
-        async with self._connection() as conn, conn.transaction():
-            await bind_principal(conn, principal, settings)
+        async with self._connection(principal) as conn, conn.transaction():
+            await bind_principal(conn, principal, [*settings, *_statement_timeout()])
             try:
                 yield conn
             except pg_errors.UniqueViolation as exc:
@@ -112,11 +219,11 @@ class Sessions:
         sent with the block's first statement, in the same round trip; when the credential no
         longer holds it fails and the statements after it are not run (Unauthenticated). Only
         for reads: nothing is written in such a block."""
-        async with self._connection() as conn:
+        async with self._connection(principal) as conn:
             await conn.set_autocommit(True)
             try:
                 async with conn.pipeline():
-                    await bind_principal(conn, principal, settings)
+                    await bind_principal(conn, principal, [*settings, *_statement_timeout()])
                     yield conn
             finally:
                 if not conn.closed:

@@ -36,10 +36,12 @@ from strawberry.types.unset import UNSET
 from memql import request_body, web
 from memql.access.authenticate import Authenticator
 from memql.access.identity import http_headers
+from memql.db.session import request_deadline
 from memql.errors import (
     BadInput,
     MemqlError,
     NotEntitled,
+    RateLimited,
     ServiceUnavailable,
     Unauthenticated,
 )
@@ -141,6 +143,22 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 
+def _refuse_over_rate(response_data: Any, sub_response: Response) -> None:
+    """An answer whose credential or project is over its rate is a 429 with `Retry-After`
+    (every field of it carries TOO_MANY_REQUESTS; nothing ran)."""
+    answers = response_data if isinstance(response_data, list) else [response_data]
+    waits = [
+        int((e.get("extensions") or {}).get("retryAfter") or 1)
+        for answer in answers
+        if isinstance(answer, Mapping)
+        for e in answer.get("errors") or []
+        if (e.get("extensions") or {}).get("code") == RateLimited.code
+    ]
+    if waits:
+        sub_response.status_code = HTTPStatus.TOO_MANY_REQUESTS
+        sub_response.headers["Retry-After"] = str(max(waits))
+
+
 def is_request_error(body: Mapping[str, Any]) -> bool:
     """Errors raised before execution (syntax, validation, variables) carry no `path`."""
     errors = body.get("errors") or []
@@ -187,6 +205,7 @@ class GraphQLApp(GraphQL[Context, None]):
         *,
         max_message_bytes: int,
         persisted_queries: int = 1000,
+        request_timeout: float | None = None,
         **options: Any,
     ) -> None:
         # subscriptions over websockets, and over HTTP as multipart responses (Apollo Client)
@@ -196,6 +215,7 @@ class GraphQLApp(GraphQL[Context, None]):
         )
         super().__init__(schema, **options)
         self._max_message_bytes = max_message_bytes
+        self._request_timeout = request_timeout
 
         # 0 turns automatic persisted queries off
         self._persisted = (
@@ -255,7 +275,7 @@ class GraphQLApp(GraphQL[Context, None]):
                 )
             else:
                 learn = True
-        result = await super().execute_single(
+        result = await self._execute_in_time(
             request, request_adapter, sub_response, context, root_value, request_data
         )
         # only a query that parsed and validated is worth keeping
@@ -263,6 +283,23 @@ class GraphQLApp(GraphQL[Context, None]):
         if learn and valid and self._persisted is not None and sha256 and request_data.query:
             self._persisted.put(sha256, request_data.query)
         return result
+
+    async def _execute_in_time(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        sub_response: Response,
+        context: Context,
+        root_value: None,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        """One operation within its time with the database (MEMQL_REQUEST_TIMEOUT_SECONDS):
+        however many fields it runs, its checkouts and statements end at one deadline (the
+        operations of a batch start together, so the batch ends by it too)."""
+        with request_deadline(self._request_timeout):
+            return await super().execute_single(
+                request, request_adapter, sub_response, context, root_value, request_data
+            )
 
     # every JSON the endpoint reads (a POST body, GET variables, a websocket message) is
     # bounded: too large, too deep or unreadable numbers are malformed JSON, not a crash
@@ -311,6 +348,7 @@ class GraphQLApp(GraphQL[Context, None]):
         return sub_response
 
     def create_response(self, response_data: Any, sub_response: Response) -> Response:
+        _refuse_over_rate(response_data, sub_response)
         if isinstance(response_data, Mapping) and any(
             (e.get("extensions") or {}).get("code") == ServiceUnavailable.code
             for e in response_data.get("errors") or []
@@ -341,7 +379,7 @@ class GraphQLApp(GraphQL[Context, None]):
                 connection_headers(context.connection_params)
             )
         except MemqlError as exc:
-            if isinstance(exc, ServiceUnavailable):
+            if isinstance(exc, ServiceUnavailable | RateLimited):
                 context.unavailable = exc.message
             raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from None
         context.identify(principal)

@@ -34,12 +34,13 @@ from memql.errors import (
     BadInput,
     Forbidden,
     MemqlError,
+    RateLimited,
     ServiceUnavailable,
     Unauthenticated,
     mask,
     spelled,
 )
-from memql.http_errors import error_response, status_for
+from memql.http_errors import error_response, retry_after, status_for
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tool_argument, tools_for
 from memql.model import Principal
@@ -260,8 +261,9 @@ def _refusal(exc: MemqlError) -> Response:
     status = status_for(exc)
     if status is not None:
         # not entitled (404): reveal nothing more; a database that is away (503): say so
-        detail = exc.message if isinstance(exc, ServiceUnavailable) else None
-        return error_response(status, detail)
+        # too many requests (429): say which rate, and when to come back
+        detail = exc.message if isinstance(exc, ServiceUnavailable | RateLimited) else None
+        return error_response(status, detail, headers=retry_after(exc))
     if isinstance(exc, Unauthenticated):
         return error_response(
             401,

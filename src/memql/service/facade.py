@@ -79,13 +79,18 @@ class MemoryService:
         weights: Weights | None = None,
         realtime: Realtime | None = None,
     ) -> None:
-        self._sessions = Sessions(pool)
+        self._sessions = Sessions(pool, project_slots=settings.project_slots)
         self._realtime = realtime
         self._embedder = embedder
         self._settings = settings
         self._limits = settings.limits
         self._weights = weights or settings.recall_weights or DEFAULT_WEIGHTS
         self._saving = Saving(settings, embedder.model)
+
+    @property
+    def sessions(self) -> Sessions:
+        """The service's transactions (their projects' shares of the pool: `/metrics`)."""
+        return self._sessions
 
     @property
     def limits(self) -> Limits:
