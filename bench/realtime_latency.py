@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 from memql.db.pool import owner_connection
 from memql.runtime import open_database
 from memql.settings import Settings
-from memql.testing import RedisProcess, ServeProcess, log_event, make_tenant
+from memql.testing import RedisProcess, ServeProcess, log_event, make_tenant, newest_cursor
 
 QUERY = (
     "subscription($since: String) { memoryEvents(scope: PROJECT, since: $since)"
@@ -372,11 +372,8 @@ async def measure(
     deflate: bool = True,
 ) -> dict[str, Any]:
     async with await owner_connection(database_url) as conn:
-        cur = await conn.execute("select coalesce(max(cursor), 0) from memory_events")
-        row = await cur.fetchone()
-        assert row is not None
+        since = await newest_cursor(conn, tenant.project_id)
     # every subscriber replays from here, so the warm-up event reaches it however late it joins
-    since = int(row[0])
     rss_before = {i.name: rss_mb(i.proc.pid) for i in instances}
     share = subscribers // len(instances)
     sockets, per = layout(share, per_socket)

@@ -364,8 +364,8 @@ async def test_row_level_security_hides_other_users_when_the_owner_filter_is_rem
                 (str(tenant.project_id),),
             )
             await conn.execute(
-                "insert into memory_events (project_id, scope, owner_id, type, actor_id)"
-                " values (%s, 'user', 'alice', 'memory.created', 'bob')",
+                "insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
+                " values (1, %s, 'user', 'alice', 'memory.created', 'bob')",
                 (tenant.project_id,),
             )
 

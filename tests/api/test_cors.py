@@ -13,7 +13,7 @@ import jwt
 import pytest
 
 from memql.settings import Settings, parse_origins
-from memql.testing import GraphQLClient, Tenant, serving
+from memql.testing import GraphQLClient, Tenant, newest_cursor, serving
 from tests.browser import OfflineContext, static_site
 from tests.operations import SAVE
 
@@ -90,10 +90,8 @@ async def open_page(offline: OfflineContext, origin: str) -> Any:
     return page
 
 
-async def last_cursor(db) -> str:
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
-    (cursor,) = await cur.fetchone()
-    return str(cursor)
+async def last_cursor(db, project_id) -> str:
+    return str(await newest_cursor(db, project_id))
 
 
 async def test_a_listed_origin_queries_graphql_with_a_browser_jwt(
@@ -140,7 +138,7 @@ async def test_a_listed_origin_subscribes_over_a_websocket(
     tenant, secret = jwt_tenant
     page = await open_page(offline, sites[0])
     ws_url = cors_server.replace("http://", "ws://") + "/graphql"
-    since = await last_cursor(db)
+    since = await last_cursor(db, tenant.project_id)
     opened = await page.evaluate(
         SUBSCRIBE, {"url": ws_url, "token": browser_token(tenant, secret), "since": since}
     )

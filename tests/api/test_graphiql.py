@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
+from memql.testing import newest_cursor
 from tests.operations import SAVE
 
 RESPONSE = ".graphiql-response"
@@ -42,8 +43,7 @@ async def test_graphiql_runs_a_query_with_no_internet(offline, server, tenant):
 async def test_graphiql_delivers_a_subscription_with_no_internet(
     offline, server, tenant, alice, db
 ):
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
-    (since,) = await cur.fetchone()
+    since = await newest_cursor(db, tenant.project_id)
     subscription = (
         f'subscription Live {{ memoryEvents(since: "{since}") {{ type memory {{ content }} }} }}'
     )

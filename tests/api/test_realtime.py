@@ -66,57 +66,74 @@ async def test_since_replays_then_goes_live_with_no_gap_and_no_duplicate(server,
     assert [e["cursor"] for e in replayed + live] == log[1:]
 
 
-async def test_an_event_that_commits_after_a_later_cursor_is_delivered_in_order(
+async def draw_event(conn: psycopg.AsyncConnection, project_id: uuid.UUID) -> int:
+    """A write's event, drawn from the project's counter as a write draws it, in `conn`'s
+    transaction (left open)."""
+    cur = await conn.execute(
+        "with drawn as (insert into project_cursors as c (project_id, last) values (%s, 1)"
+        " on conflict (project_id) do update set last = c.last + 1 returning last)"
+        " insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
+        " select drawn.last, %s, 'user', 'alice', 'memory.erased', 'alice' from drawn"
+        " returning cursor",
+        (project_id, project_id),
+    )
+    (cursor,) = await cur.fetchone()
+    return int(cursor)
+
+
+async def test_a_write_still_open_holds_its_projects_later_writes_back_then_all_arrive_in_order(
     server, alice, tenant, db, database_url
 ):
-    """Transactions commit out of cursor order: the relay holds later cursors back until the
-    earlier transaction has ended, so nothing is skipped and the order is kept."""
+    """A project's cursors commit in order: a write that drew the next cursor makes the
+    project's later writes wait for its end, so no later cursor is ever committed (or
+    published) before an earlier one, and the stream gets them consecutively."""
     async with EventSubscription(server, tenant.key, "alice") as sub:
         await alice.ok(SAVE, save("Before the slow write, 2026-06-01."))
         [before] = await sub.take(1)
         async with await psycopg.AsyncConnection.connect(database_url) as slow:
-            # a write's event row, in a transaction left open while others commit
-            cur = await slow.execute(
-                "with tx as materialized (select pg_current_xact_id() as xid)"
-                " insert into memory_events (project_id, scope, owner_id, type, actor_id)"
-                " select %s, 'user', 'alice', 'memory.erased', 'alice' from tx"
-                " where tx.xid is not null returning cursor",
-                (tenant.project_id,),
-            )
-            (slow_cursor,) = await cur.fetchone()
-            for i in range(3):
-                await alice.ok(SAVE, save(f"Quick write {i} on 2026-06-1{i}."))
-            # the three later cursors are committed, but the earlier one is still open
+            slow_cursor = await draw_event(slow, tenant.project_id)
+            quick = [
+                asyncio.create_task(alice.ok(SAVE, save(f"Quick write {i} on 2026-06-1{i}.")))
+                for i in range(3)
+            ]
+            # the quick writes wait for the slow one's counter: nothing reaches the stream
             assert await sub.quiet(1.0) == []
+            assert not any(t.done() for t in quick)
             await slow.commit()
+        await asyncio.gather(*quick)
         after = await sub.take(4)
 
     cursors = [int(e["cursor"]) for e in after]
-    assert cursors[0] == slow_cursor and cursors == sorted(cursors)
+    assert cursors == list(range(int(before["cursor"]) + 1, int(before["cursor"]) + 5))
+    assert cursors[0] == slow_cursor
     assert [before["cursor"], *map(str, cursors)] == await cursors_in_log(
         db, tenant.project_id, "alice"
     )
 
 
-async def test_a_rolled_back_event_does_not_hold_back_later_ones(
+async def test_a_rolled_back_event_leaves_no_gap_and_does_not_hold_back_later_ones(
     server, alice, tenant, db, database_url
 ):
     async with EventSubscription(server, tenant.key, "alice") as sub:
+        await alice.ok(SAVE, save("Written before a doomed write."))
+        [before] = await sub.take(1)
         async with await psycopg.AsyncConnection.connect(database_url) as doomed:
-            await doomed.execute(
-                "with tx as materialized (select pg_current_xact_id() as xid)"
-                " insert into memory_events (project_id, scope, owner_id, type, actor_id)"
-                " select %s, 'user', 'alice', 'memory.erased', 'alice' from tx"
-                " where tx.xid is not null",
-                (tenant.project_id,),
-            )
-            for i in range(2):
-                await alice.ok(SAVE, save(f"Written past a doomed write, take {i}."))
+            await draw_event(doomed, tenant.project_id)
+            writes = [
+                asyncio.create_task(alice.ok(SAVE, save(f"Written past a doomed write, take {i}.")))
+                for i in range(2)
+            ]
             assert await sub.quiet(0.7) == []
             await doomed.rollback()
+        await asyncio.gather(*writes)
         events = await sub.take(2, within=5)
 
-    assert [e["cursor"] for e in events] == await cursors_in_log(db, tenant.project_id, "alice")
+    # the abort took its cursor back: the next write drew it
+    first = int(before["cursor"])
+    assert [int(e["cursor"]) for e in events] == [first + 1, first + 2]
+    assert [before["cursor"]] + [e["cursor"] for e in events] == await cursors_in_log(
+        db, tenant.project_id, "alice"
+    )
 
 
 async def test_concurrent_writes_of_many_owners_reach_each_subscriber_exactly_once(
@@ -128,7 +145,10 @@ async def test_concurrent_writes_of_many_owners_reach_each_subscriber_exactly_on
     clients = {u: GraphQLClient(http, tenant.key, u) for u in users}
     # from the newest cursor: a write that commits before the server has taken the subscribe
     # message is replayed from the log, not missed
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
+    cur = await db.execute(
+        "select coalesce(max(cursor), 0) from memory_events where project_id = %s",
+        (tenant.project_id,),
+    )
     (newest,) = await cur.fetchone()
     subs = [EventSubscription(server, tenant.key, u, since=str(newest)) for u in users]
     for sub in subs:

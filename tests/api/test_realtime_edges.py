@@ -18,17 +18,19 @@ def save(content: str, **more: Any) -> dict[str, Any]:
     return {"input": {"content": content, "kind": "EPISODIC", **more}}
 
 
-async def last_issued(db) -> int:
+async def last_issued(db, project_id) -> int:
+    """The project's counter: the newest cursor of its log (cursors count per project)."""
     cur = await db.execute(
-        "select pg_sequence_last_value(pg_get_serial_sequence('memory_events', 'cursor'))"
+        "select coalesce((select last from project_cursors where project_id = %s), 0)",
+        (project_id,),
     )
     (value,) = await cur.fetchone()
-    return int(value or 0)
+    return int(value)
 
 
 async def test_a_since_beyond_the_end_of_the_log_is_bad_user_input(server, alice, tenant, db):
     await alice.ok(SAVE, save("A cursor exists now, 2026-09-01."))
-    beyond = str(await last_issued(db) + 1000)
+    beyond = str(await last_issued(db, tenant.project_id) + 1000)
     async with EventSubscription(server, tenant.key, "alice", since=beyond) as sub:
         try:
             await sub.next()
@@ -41,7 +43,7 @@ async def test_a_since_beyond_the_end_of_the_log_is_bad_user_input(server, alice
 
 async def test_the_newest_cursor_is_a_valid_since(server, alice, tenant, db):
     await alice.ok(SAVE, save("Before subscribing, 2026-09-02."))
-    newest = str(await last_issued(db))
+    newest = str(await last_issued(db, tenant.project_id))
     async with EventSubscription(server, tenant.key, "alice", since=newest) as sub:
         await alice.ok(SAVE, save("After subscribing, 2026-09-03."))
         [event] = await sub.take(1)
@@ -129,7 +131,7 @@ async def test_apollo_multipart_http_subscriptions_replay_then_go_live(
     server, http, alice, tenant, db
 ):
     await alice.ok(SAVE, save("Replayed over HTTP, 2026-09-06."))
-    since = str(await last_issued(db) - 1)
+    since = str(await last_issued(db, tenant.project_id) - 1)
     body = {"query": MEMORY_EVENTS, "variables": {"since": since}}
     headers = {**alice.headers(), "Accept": MULTIPART}
     async with http.stream("POST", "/graphql", json=body, headers=headers, timeout=20) as r:
@@ -144,8 +146,10 @@ async def test_apollo_multipart_http_subscriptions_replay_then_go_live(
     assert live["memory"]["content"] == "Live over HTTP, 2026-09-07."
 
 
-async def test_a_multipart_subscription_with_a_bad_since_ends_with_bad_user_input(http, alice, db):
-    beyond = str(await last_issued(db) + 1000)
+async def test_a_multipart_subscription_with_a_bad_since_ends_with_bad_user_input(
+    http, alice, tenant, db
+):
+    beyond = str(await last_issued(db, tenant.project_id) + 1000)
     body = {"query": MEMORY_EVENTS, "variables": {"since": beyond}}
     headers = {**alice.headers(), "Accept": MULTIPART}
     async with http.stream("POST", "/graphql", json=body, headers=headers, timeout=20) as r:

@@ -20,6 +20,7 @@ from memql.errors import MemqlError, Unauthenticated
 from memql.model import Access, Consumer, Grant, Principal, Scope
 from memql.realtime.recheck import Recheck, Rechecker
 from memql.settings import Settings
+from memql.testing import newest_cursor
 from tests.operations import SAVE
 from tests.ws import EventSubscription, WsSession
 
@@ -68,14 +69,12 @@ class Custom(EventSubscription):
         return self
 
 
-async def newest(db) -> str:
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
-    (cursor,) = await cur.fetchone()
-    return str(cursor)
+async def newest(db, project_id) -> str:
+    return str(await newest_cursor(db, project_id))
 
 
 async def test_a_live_event_is_executed_once_per_distinct_selection(server, alice, tenant, db):
-    since = await newest(db)
+    since = await newest(db, tenant.project_id)
     already = streams()
     async with AsyncExitStack() as stack:
         # the same selection, different users and different `since`: one execution between them

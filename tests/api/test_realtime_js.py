@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+from memql.testing import newest_cursor
 from tests.operations import SAVE
 
 JS = Path(__file__).parents[1] / "js"
@@ -15,8 +16,7 @@ JS = Path(__file__).parents[1] / "js"
 async def test_the_graphql_ws_npm_client_receives_memory_events(
     server, alice, tenant, db, node, js_clients
 ):
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
-    (since,) = await cur.fetchone()
+    since = await newest_cursor(db, tenant.project_id)
     proc = await asyncio.create_subprocess_exec(
         node,
         str(JS / "subscribe.mjs"),

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from memql.settings import Settings
-from memql.testing import GraphQLClient, Tenant, serving
+from memql.testing import GraphQLClient, Tenant, newest_cursor, serving
 from tests import policies
 from tests.operations import SAVE
 from tests.ws import MEMORY_EVENTS, WsSession
@@ -78,10 +78,8 @@ async def memory_count(db, tenant: Tenant) -> int:
     return int(count)
 
 
-async def newest_cursor(db) -> str:
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
-    (cursor,) = await cur.fetchone()
-    return str(cursor)
+async def newest_since(db, project_id) -> str:
+    return str(await newest_cursor(db, project_id))
 
 
 async def assert_refused_without_replay(session: WsSession, since: str, expected_code: str) -> None:
@@ -114,7 +112,7 @@ async def test_a_revoked_key_stops_mutations_and_queries_on_an_open_socket(
 async def test_a_revoked_key_cannot_start_a_subscription_that_replays(
     server, database_url, alice, tenant, db, protocol
 ):
-    since = await newest_cursor(db)
+    since = await newest_since(db, tenant.project_id)
     await alice.ok(SAVE, save("Ordered flowers on 2026-09-03."))
     async with WsSession(server, init(tenant, "alice"), protocol) as ws:
         await revoke_keys_of(database_url, tenant)
@@ -125,7 +123,7 @@ async def test_a_revoked_key_cannot_start_a_subscription_that_replays(
 async def test_a_disabled_project_stops_the_next_operation_on_an_open_socket(
     server, database_url, alice, tenant, db, protocol
 ):
-    since = await newest_cursor(db)
+    since = await newest_since(db, tenant.project_id)
     await alice.ok(SAVE, save("Sent the invitations on 2026-09-04."))
     async with WsSession(server, init(tenant, "alice"), protocol) as ws:
         if not ws.legacy:
@@ -147,7 +145,7 @@ async def test_a_grant_the_policy_withdrew_stops_the_next_operation_on_an_open_s
 ):
     user = f"withdrawn-{uuid.uuid4().hex[:8]}"
     async with httpx.AsyncClient(base_url=policy_server, timeout=60) as http:
-        since = await newest_cursor(db)
+        since = await newest_since(db, tenant.project_id)
         await GraphQLClient(http, tenant.key, user).ok(SAVE, save("Chose the menu on 2026-09-05."))
     async with WsSession(policy_server, init(tenant, user), protocol) as ws:
         policies.WITHDRAWN.add(user)

@@ -14,7 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memql.testing import GraphQLClient, RedisProcess, ServeProcess, Tenant, make_tenant
+from memql.testing import (
+    GraphQLClient,
+    RedisProcess,
+    ServeProcess,
+    Tenant,
+    make_tenant,
+    newest_cursor,
+)
 from tests.operations import SAVE
 from tests.ws import EventSubscription
 
@@ -58,10 +65,8 @@ async def log_cursors(db, tenant: Tenant, user: str) -> list[str]:
     return [str(c) for (c,) in await cur.fetchall()]
 
 
-async def newest_cursor(db) -> str:
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
-    (cursor,) = await cur.fetchone()
-    return str(cursor)
+async def newest_since(db, project_id) -> str:
+    return str(await newest_cursor(db, project_id))
 
 
 async def write(instance: ServeProcess, tenant: Tenant, user: str, texts: list[str]) -> None:
@@ -82,7 +87,7 @@ async def received_after(db, tenant, user, since: str) -> list[str]:
 
 async def test_a_subscriber_on_one_instance_gets_every_write_through_the_other(cluster, db):
     t = cluster.tenant
-    since = await newest_cursor(db)
+    since = await newest_since(db, cluster.tenant.project_id)
     async with EventSubscription(cluster.a.url, t.key, "alice", since=since) as sub:
         await asyncio.gather(
             write(cluster.b, t, "alice", notes("b-alice", 12)),
@@ -98,7 +103,7 @@ async def test_a_subscriber_on_one_instance_gets_every_write_through_the_other(c
 
 async def test_a_redis_restart_mid_stream_loses_nothing(cluster, db):
     t = cluster.tenant
-    since = await newest_cursor(db)
+    since = await newest_since(db, cluster.tenant.project_id)
     async with EventSubscription(cluster.a.url, t.key, "alice", since=since) as sub:
         writer = asyncio.create_task(write(cluster.b, t, "alice", notes("restart", 30)))
         first = await sub.take(5, within=30)
@@ -122,7 +127,7 @@ async def test_a_redis_restart_mid_stream_loses_nothing(cluster, db):
 
 async def test_a_subscriber_that_disconnects_resumes_with_since_and_loses_nothing(cluster, db):
     t = cluster.tenant
-    since = await newest_cursor(db)
+    since = await newest_since(db, cluster.tenant.project_id)
     writer = asyncio.create_task(write(cluster.b, t, "alice", notes("resume", 20)))
     async with EventSubscription(cluster.a.url, t.key, "alice", since=since) as sub:
         before = await sub.take(6, within=30)
@@ -143,7 +148,7 @@ async def test_when_the_relay_leader_is_killed_another_instance_takes_over(clust
     states = {i.name: (await i.readyz())["relay"] for i in (cluster.a, cluster.b)}
     assert sorted(states.values()) == ["leader", "standby"], states
     leader, survivor = (cluster.a, cluster.b) if states["a"] == "leader" else (cluster.b, cluster.a)
-    since = await newest_cursor(db)
+    since = await newest_since(db, cluster.tenant.project_id)
     async with EventSubscription(survivor.url, t.key, "alice", since=since) as sub:
         writer = asyncio.create_task(write(survivor, t, "alice", notes("failover", 24)))
         first = await sub.take(5, within=30)

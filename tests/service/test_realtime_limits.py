@@ -18,6 +18,7 @@ from memql.realtime.recheck import Recheck
 from memql.runtime import open_memql
 from memql.service import MemoryService
 from memql.settings import Settings
+from memql.testing import newest_cursor
 
 
 @asynccontextmanager
@@ -37,10 +38,8 @@ def principal_of(tenant, user: str) -> Principal:
     )
 
 
-async def newest_cursor(db) -> str:
-    cur = await db.execute("select coalesce(max(cursor), 0) from memory_events")
-    (cursor,) = await cur.fetchone()
-    return str(cursor)
+async def newest_since(db, project_id) -> str:
+    return str(await newest_cursor(db, project_id))
 
 
 def closed_behind() -> float:
@@ -60,8 +59,8 @@ async def test_a_subscriber_too_far_behind_is_closed_with_the_cursor_to_resume_f
     closed_before = closed_behind()
     async with service_with(database_url, embedder, subscriber_queue=3) as service:
         alice = principal_of(tenant, "alice")
-        slow = service.memory_events(alice, since=await newest_cursor(db))
-        fast = service.memory_events(alice, since=await newest_cursor(db))
+        slow = service.memory_events(alice, since=await newest_since(db, tenant.project_id))
+        fast = service.memory_events(alice, since=await newest_since(db, tenant.project_id))
         await service.save(alice, note(0))
         first = await anext(slow)
         await anext(fast)

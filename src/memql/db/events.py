@@ -1,5 +1,6 @@
-"""SQL of the event log: each write's event (in the write's transaction), reading the log in
-cursor order, and the relay's position.
+"""SQL of the event log: each write's events (the last statement of the write's transaction,
+their cursors drawn from the project's counter), reading the log in cursor order per project,
+and the relay's positions.
 
 The relay's reads are system-level (every tenant's events) and run on its own connection; a
 subscriber's replay runs in the subscriber's principal-bound transaction, filtered here by owner.
@@ -7,10 +8,9 @@ subscriber's replay runs in the subscriber's principal-bound transaction, filter
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -45,107 +45,6 @@ def _event(row: dict[str, Any]) -> MemoryEvent:
     )
 
 
-@dataclass(frozen=True)
-class Gap:
-    """Cursor `cursor` was missing while later ones were committed. Its transaction, if it is
-    still running, is one of `xids` (the transactions that held an id when the gap was seen)."""
-
-    cursor: int
-    xids: tuple[str, ...]
-
-    @property
-    def decided(self) -> bool:
-        """Nothing was running when it was seen: the next read settles it, without waiting."""
-        return not self.xids
-
-
-@dataclass(frozen=True)
-class FinalEvents:
-    events: list[MemoryEvent]
-    # the first cursor that may still appear (its transaction may still commit), if any
-    waiting: Gap | None
-
-
-# Transactions holding an id right now, read from the lock table: every transaction holds an
-# exclusive lock on its own id from the moment it takes one until it has ended, and the lock is
-# released only after its commit is visible to new snapshots. (A snapshot's in-progress list
-# is not enough: it omits running transactions whose id is above the snapshot's xmax, which is
-# where a transaction that took its id after the newest completed one sits.)
-_RUNNING = (
-    "select array(select transactionid::text from pg_locks"
-    " where locktype = 'transactionid' and mode = 'ExclusiveLock' and granted)"
-)
-_ANY_RUNNING = (
-    "select exists(select from pg_locks where locktype = 'transactionid'"
-    " and mode = 'ExclusiveLock' and granted and transactionid::text = any(%s::text[]))"
-)
-
-
-async def read_final(conn: Conn, after: int, gap: Gap | None, limit: int) -> FinalEvents:
-    """Events after `after` in cursor order, stopping before any cursor that may still appear.
-
-    Cursors are drawn at insert but transactions commit in any order, so a committed cursor may
-    have a missing predecessor whose transaction is still running. Every event's transaction
-    takes its id before drawing its cursor (insert_event), so the holder of a missing cursor
-    held an id before the snapshot that saw the gap was taken: it was among the transactions
-    running just after that snapshot, or it had ended by then (it committed after the snapshot,
-    it aborted, or its event was erased). A gap is passed once every transaction running when
-    it was seen has ended, and only by a read whose snapshot was taken after that: its cursor
-    then either is visible or never will be.
-
-    `conn` is in autocommit mode; the events are read in one repeatable-read snapshot.
-    """
-    # The statements go out together and their answers come back together, in one round trip
-    # (two with a gap to check) where a read took five (six); the server runs them in the order
-    # sent, which is the order the reasoning above needs.
-    async with conn.pipeline() as pipeline:
-        ended = None
-        if gap is not None and gap.xids:
-            # asked before the snapshot below is taken, so a commit seen ended here is visible
-            # there; synced on its own, so that it is not part of the transaction below
-            ended = await conn.execute(_ANY_RUNNING, (list(gap.xids),))
-            await pipeline.sync()
-        async with conn.transaction():
-            await conn.execute("set transaction isolation level repeatable read, read only")
-            # the transaction's first read: it takes the snapshot
-            events = conn.cursor(row_factory=dict_row)
-            await events.execute(
-                f"""
-                select {_EVENT_COLUMNS}
-                from memory_events e left join memories m on m.id = e.memory_id
-                where e.cursor > %s order by e.cursor limit %s
-                """,
-                (after, limit),
-            )
-            running_now = await conn.execute(_RUNNING)
-        await pipeline.sync()
-        gap_ended = True
-        if ended is not None:
-            row = await ended.fetchone()
-            gap_ended = not (row and row[0])
-        rows = await events.fetchall()
-        await events.close()
-        [(running,)] = await running_now.fetchall()
-    passed = gap.cursor if gap is not None and gap_ended else None
-    accepted: list[MemoryEvent] = []
-    expected = after + 1
-    for r in rows:
-        event = _event(r)
-        if event.cursor != expected and expected != passed:
-            waiting = gap if gap is not None and gap.cursor == expected else None
-            return FinalEvents(accepted, waiting or Gap(expected, tuple(running)))
-        accepted.append(event)
-        expected = event.cursor + 1
-    return FinalEvents(accepted, None)
-
-
-async def _running(conn: Conn) -> list[str]:
-    cur = await conn.execute(_RUNNING)
-    row = await cur.fetchone()
-    assert row is not None
-    return list(row[0])
-
-
 async def replay(
     conn: Conn,
     principal: Principal,
@@ -159,7 +58,8 @@ async def replay(
         await c.execute(
             f"""
             select {_EVENT_COLUMNS}
-            from memory_events e left join memories m on m.id = e.memory_id
+            from memory_events e
+            left join memories m on m.project_id = e.project_id and m.id = e.memory_id
             where e.project_id = %(project_id)s and (
                     (e.scope = 'user' and e.owner_id = %(user_id)s and 'user' = any(%(scopes)s))
                     or (e.scope = 'project' and 'project' = any(%(scopes)s)))
@@ -179,30 +79,102 @@ async def replay(
         return [_event(r) for r in await c.fetchall()]
 
 
-async def last_issued(conn: Conn) -> int:
-    """The highest cursor ever drawn (committed or not, erased or not); 0 before the first."""
+async def horizon(conn: Conn, project_id: uuid.UUID) -> int:
+    """The project's committed counter: every event of the project up to it is final (it has
+    committed, or was erased since), and every later one commits after this read."""
     cur = await conn.execute(
-        "select coalesce(pg_sequence_last_value("
-        "pg_get_serial_sequence('memory_events', 'cursor')::regclass), 0)"
+        "select coalesce((select last from project_cursors where project_id = %s), 0)",
+        (project_id,),
     )
     row = await cur.fetchone()
     assert row is not None
     return int(row[0])
 
 
+async def counters(conn: Conn) -> dict[uuid.UUID, int]:
+    """Every project's committed counter (system connections only)."""
+    cur = await conn.execute("select project_id, last from project_cursors")
+    return {row[0]: int(row[1]) for row in await cur.fetchall()}
+
+
 @dataclass(frozen=True)
-class RelayPosition:
-    # every event up to here reached the broadcast
-    published: int
-    # every event up to here is final, and none above it has been broadcast
-    horizon: int
+class Committed:
+    # in order within each project
+    events: list[MemoryEvent]
+    # where each project read now stands: every event of it up to there is in `events` or
+    # was read before
+    positions: dict[uuid.UUID, int]
+    # the read stopped at its limit: more may be waiting
+    full: bool
 
 
-async def relay_position(conn: Conn) -> RelayPosition:
-    cur = await conn.execute("select published, horizon from realtime_relay")
-    row = await cur.fetchone()
-    assert row is not None, "migration 003_realtime has not run"
-    return RelayPosition(int(row[0]), int(row[1]))
+async def read_committed(conn: Conn, positions: dict[uuid.UUID, int], limit: int) -> Committed:
+    """The committed events above each project's position (0 for a project not in
+    `positions`), at most `limit`, in cursor order within each project.
+
+    One statement, so one snapshot: a project's counter and its events are read together, and
+    every event up to a committed counter has committed (its drawer held the counter's row
+    until it ended). `conn` is a system connection.
+    """
+    projects = list(positions)
+    async with conn.cursor(row_factory=dict_row) as c:
+        await c.execute(
+            f"""
+            select c.project_id as c_project_id, c.last as c_last, {_EVENT_COLUMNS}
+            from project_cursors c
+            left join unnest(%(projects)s::uuid[], %(after)s::bigint[]) as p (project_id, after)
+                on p.project_id = c.project_id
+            left join lateral (
+                select * from memory_events e
+                where e.project_id = c.project_id
+                  and e.cursor > coalesce(p.after, 0) and e.cursor <= c.last
+                order by e.cursor limit %(limit)s
+            ) e on true
+            left join memories m on m.project_id = e.project_id and m.id = e.memory_id
+            where c.last > coalesce(p.after, 0)
+            order by c.project_id, e.cursor
+            limit %(limit)s
+            """,
+            {
+                "projects": projects,
+                "after": [positions[p] for p in projects],
+                "limit": limit,
+            },
+        )
+        rows = await c.fetchall()
+    full = len(rows) == limit
+    events: list[MemoryEvent] = []
+    moved: dict[uuid.UUID, int] = {}
+    for r in rows:
+        moved[r["c_project_id"]] = int(r["c_last"])
+        if r["e_cursor"] is not None:
+            events.append(_event(r))
+    if full and rows[-1]["e_cursor"] is not None:
+        # the last project read may have more events beyond the limit
+        moved[rows[-1]["c_project_id"]] = int(rows[-1]["e_cursor"])
+    return Committed(events, moved, full)
+
+
+async def relay_positions(conn: Conn) -> dict[uuid.UUID, int]:
+    """Where the shared relay stands, per project."""
+    cur = await conn.execute("select project_id, published from relay_positions")
+    return {row[0]: int(row[1]) for row in await cur.fetchall()}
+
+
+async def mark_published(conn: Conn, positions: dict[uuid.UUID, int]) -> None:
+    """Every event of each project up to its position reached the broadcast."""
+    projects = list(positions)
+    await conn.execute(
+        """
+        insert into relay_positions as r (project_id, published)
+        select p.project_id, p.published
+        from unnest(%s::uuid[], %s::bigint[]) as p (project_id, published)
+        join projects on projects.id = p.project_id
+        on conflict (project_id) do update
+            set published = greatest(r.published, excluded.published)
+        """,
+        (projects, [positions[p] for p in projects]),
+    )
 
 
 async def try_lock(conn: Conn, lock: int) -> bool:
@@ -217,93 +189,76 @@ async def listen(conn: Conn) -> None:
     await conn.execute(f"listen {NOTIFY_CHANNEL}")
 
 
-async def advance_horizon(conn: Conn, horizon: int, leader: str) -> None:
-    """Declare events up to `horizon` final before any of them is broadcast."""
-    await conn.execute(
-        "update realtime_relay set horizon = greatest(horizon, %s), leader = %s,"
-        " updated_at = now()",
-        (horizon, leader),
-    )
-
-
-async def mark_published(conn: Conn, published: int) -> None:
-    await conn.execute(
-        "update realtime_relay set published = greatest(published, %s), updated_at = now()",
-        (published,),
-    )
-
-
-async def final_position(conn: Conn, poll: float = 0.05) -> int:
-    """A cursor up to which every event is final: the newest committed one, once every
-    transaction running just after it was read has ended (one of them may hold a lower
-    cursor)."""
-    cur = await conn.execute("select coalesce(max(cursor), 0) from memory_events")
-    row = await cur.fetchone()
-    assert row is not None
-    newest = int(row[0])
-    xids = await _running(conn)
-    while xids:
-        cur = await conn.execute(_ANY_RUNNING, (xids,))
-        still = await cur.fetchone()
-        if not (still and still[0]):
-            break
-        await asyncio.sleep(poll)
-    return newest
-
-
 # --- writing the log (in the write's own transaction) ----------------------------------
 
 
-# The transaction id is taken before the cursor: the relay relies on every event's transaction
-# holding an id before its cursor is drawn (see realtime/relay.py).
-INSERT_EVENT = """
-    with tx as materialized (select pg_current_xact_id() as xid)
-    insert into memory_events (project_id, scope, owner_id, type, memory_id, actor_id, payload)
-    select %s, %s, %s, %s, %s, %s, %s from tx where tx.xid is not null
+# The cursors are drawn from the project's counter, in the same statement as the events: the
+# counter's row stays locked until the transaction ends, so this is the transaction's last
+# statement (see PendingEvents). A project's first event creates its counter.
+INSERT_EVENTS = """
+    with drawn as (
+        insert into project_cursors as c (project_id, last)
+        values (%(project_id)s, %(count)s)
+        on conflict (project_id) do update set last = c.last + excluded.last
+        returning last
+    )
+    insert into memory_events
+        (cursor, project_id, scope, owner_id, type, memory_id, actor_id, payload)
+    select drawn.last - %(count)s + e.n, %(project_id)s, e.scope, e.owner_id, e.type,
+           e.memory_id, %(actor_id)s, e.payload
+    from drawn, unnest(%(scopes)s::text[], %(owners)s::text[], %(types)s::text[],
+                       %(memory_ids)s::uuid[], %(payloads)s::jsonb[])
+                with ordinality as e (scope, owner_id, type, memory_id, payload, n)
     returning cursor
 """
 
 
-def _event_params(
-    principal: Principal,
-    type: EventType,
-    scope: Scope,
-    memory_id: uuid.UUID | None,
-    payload: dict[str, Any],
-) -> tuple[Any, ...]:
-    return (
-        principal.project_id,
-        scope.value,
-        principal.owner_for(scope),
-        str(type),
-        memory_id,
-        principal.user_id,
-        Jsonb(payload),
+@dataclass
+class PendingEvents:
+    """A write transaction's events, written by `write` once everything else the transaction
+    does is done: drawing their cursors locks the project's counter until the transaction
+    ends, and nothing else should wait for that, or be waited for while holding it."""
+
+    principal: Principal
+    _events: list[tuple[EventType, Scope, uuid.UUID | None, dict[str, Any]]] = field(
+        default_factory=list
     )
 
+    def add(
+        self,
+        type: EventType,
+        scope: Scope,
+        memory_id: uuid.UUID | None,
+        payload: dict[str, Any] | None = None,
+    ) -> None:
+        self._events.append((type, scope, memory_id, payload or {}))
 
-async def insert_event(
-    conn: Conn,
-    principal: Principal,
-    *,
-    type: EventType,
-    scope: Scope,
-    memory_id: uuid.UUID | None,
-    payload: dict[str, Any],
-) -> int:
-    cur = await conn.execute(
-        INSERT_EVENT, _event_params(principal, type, scope, memory_id, payload)
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
+    async def write(self, conn: Conn) -> list[int]:
+        """Record the events in one statement, in the order added; their cursors."""
+        events, self._events = self._events, []
+        return await insert_events(conn, self.principal, events)
 
 
 async def insert_events(
     conn: Conn,
     principal: Principal,
     events: Sequence[tuple[EventType, Scope, uuid.UUID | None, dict[str, Any]]],
-) -> None:
-    """Record several events, (type, scope, memory id, payload) each, in one round trip."""
-    async with conn.cursor() as cur:
-        await cur.executemany(INSERT_EVENT, [_event_params(principal, *event) for event in events])
+) -> list[int]:
+    """Record events, (type, scope, memory id, payload) each, in order: the last statement of
+    the write's transaction. Their cursors, in the same order."""
+    if not events:
+        return []
+    cur = await conn.execute(
+        INSERT_EVENTS,
+        {
+            "project_id": principal.project_id,
+            "count": len(events),
+            "actor_id": principal.user_id,
+            "scopes": [scope.value for _, scope, _, _ in events],
+            "owners": [principal.owner_for(scope) for _, scope, _, _ in events],
+            "types": [str(type) for type, _, _, _ in events],
+            "memory_ids": [memory_id for _, _, memory_id, _ in events],
+            "payloads": [Jsonb(payload) for _, _, _, payload in events],
+        },
+    )
+    return sorted(int(row[0]) for row in await cur.fetchall())

@@ -58,19 +58,27 @@ async def insert_webhook(
     secret: str,
     created_by: str,
 ) -> Webhook:
-    """A new endpoint; it receives the events that follow the end of the log now."""
+    """A new endpoint; it receives the events that follow the end of its project's log now."""
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"""
             with w as (
                 insert into webhook_endpoints
                     (project_id, url, event_types, secret, created_by, acked_cursor)
-                select %s, %s, %s, %s, %s, coalesce(max(cursor), 0) from memory_events
+                select %(project_id)s, %(url)s, %(event_types)s, %(secret)s, %(created_by)s,
+                    coalesce((select last from project_cursors
+                              where project_id = %(project_id)s), 0)
                 returning *
             )
             select {_COLUMNS}, 0 as pending from w join projects p on p.id = w.project_id
             """,
-            (project_id, url, event_types, secret, created_by),
+            {
+                "project_id": project_id,
+                "url": url,
+                "event_types": event_types,
+                "secret": secret,
+                "created_by": created_by,
+            },
         )
         row = await cur.fetchone()
     assert row is not None
@@ -140,7 +148,7 @@ async def pending_events(
             select {_EVENT_COLUMNS}
             from webhook_endpoints w
             join memory_events e on e.project_id = w.project_id
-            left join memories m on m.id = e.memory_id
+            left join memories m on m.project_id = e.project_id and m.id = e.memory_id
             where w.id = %(id)s and e.cursor > %(after)s and e.cursor <= %(upto)s
               and (w.event_types is null or e.type = any(w.event_types))
             order by e.cursor

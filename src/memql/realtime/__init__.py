@@ -46,9 +46,10 @@ class Realtime:
 
     async def position(self, sessions: Sessions, principal: Principal) -> int:
         """A cursor a stream may start from to receive every event committed after this call:
-        the relay's horizon (every event up to it is final; any later one is still to come)."""
+        the project's horizon (every event of the project up to it has committed; any later
+        one is still to come). Cursors count per project."""
         async with sessions.bound(principal) as conn:
-            return await self.relay.horizon(conn)
+            return await self.relay.horizon(conn, principal.project_id)
 
     def events(
         self,

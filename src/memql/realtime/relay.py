@@ -1,24 +1,30 @@
-"""The relay: the event log, in cursor order, onto the broadcast.
+"""The relay: the event log, in cursor order per project, onto the broadcast.
 
-Each write's transaction inserts its event row; a trigger sends `NOTIFY memql_events` with the
-cursor. The relay wakes on a notification (or every `poll` seconds), reads the events that are
-final (see `db.events.read_final`: a cursor is published only once no lower one can still
-commit), and publishes each on its project's channel, in cursor order.
+Each write's transaction inserts its events, their cursors drawn from the project's counter
+(`db.events`); a trigger sends `NOTIFY memql_events`. The relay wakes on a notification (or
+every `poll` seconds) and reads, in one snapshot, each project's committed counter and its
+events above the relay's position for it: every event up to a committed counter has committed,
+so nothing read can be overtaken by a lower cursor. It publishes each event on its project's
+channel, in cursor order within the project.
 
 With Redis, one relay is active across all instances: the holder of a PostgreSQL advisory lock
-on its own connection. When that connection ends (the process died) another instance takes the
-lock within `poll` seconds and resumes from `published`, the last cursor known to have reached
-the broadcast; subscribers drop the duplicates this may resend. Before publishing a batch the
-leader raises `horizon` to its last cursor, so a subscriber that replays from the log up to
-`horizon` and then listens cannot fall between the two.
+on its own connection (on the primary: never through a read URL or a pooler). When that
+connection ends (the process died) another instance takes the lock within `poll` seconds and
+resumes, per project, from `relay_positions`, the last cursor known to have reached the
+broadcast; subscribers drop the duplicates this may resend.
 
-In memory (no Redis) each instance relays for itself and keeps its position in memory.
+A subscriber's horizon is its project's committed counter (`horizon`): an event above it
+commits after the subscriber read it, so the relay reads and publishes it after that.
+
+In memory (no Redis) each instance relays for itself and keeps its positions in memory,
+starting from the counters as they stand when it first leads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Sequence
 
 import psycopg
@@ -53,17 +59,18 @@ class Relay(Supervised):
         self._shared = shared
         self._batch = batch
         self._poll = poll
-        # local mode: every event up to here is final and none above it was published
-        self._horizon: int | None = None
-        self._horizon_ready = asyncio.Event()
+        # local mode: where publishing stands, per project (from the first lead on)
+        self._positions: dict[uuid.UUID, int] | None = None
+        self._started = asyncio.Event()
 
-    async def horizon(self, conn: psycopg.AsyncConnection) -> int:
-        """The cursor up to which a subscriber replays from the log before listening."""
-        if self._shared:
-            return (await db_events.relay_position(conn)).horizon
-        await self._horizon_ready.wait()
-        assert self._horizon is not None
-        return self._horizon
+    async def horizon(self, conn: psycopg.AsyncConnection, project_id: uuid.UUID) -> int:
+        """The cursor up to which a subscriber of the project replays from the log before
+        listening: the project's committed counter (on the primary, in the subscriber's
+        transaction). In memory, an instance's relay publishes only what commits after it
+        started, so a subscriber waits until it has."""
+        if not self._shared:
+            await self._started.wait()
+        return await db_events.horizon(conn, project_id)
 
     async def lead(self) -> None:
         # a system connection: the relay reads every tenant's events
@@ -71,34 +78,26 @@ class Relay(Supervised):
             if self._shared:
                 await take_lock(conn, db_events.RELAY_LOCK, self._poll)
                 await db_events.listen(conn)
-                position = (await db_events.relay_position(conn)).published
+                positions = await db_events.relay_positions(conn)
             else:
                 await db_events.listen(conn)
-                if self._horizon is None:
-                    self._horizon = await db_events.final_position(conn)
-                    self._horizon_ready.set()
+                if self._positions is None:
+                    self._positions = await db_events.counters(conn)
+                    self._started.set()
                 # after a lost connection, resume where publishing stopped
-                position = self._horizon
+                positions = self._positions
             self.role = "leader"
-            log.info("relay %s leads from cursor %s", self.name, position)
-            gap: db_events.Gap | None = None
+            log.info("relay %s leads, %d projects' positions known", self.name, len(positions))
             while True:
-                final = await db_events.read_final(conn, position, gap, self._batch)
-                gap = final.waiting
-                if final.events:
-                    last = final.events[-1].cursor
+                read = await db_events.read_committed(conn, positions, self._batch)
+                if read.events:
+                    await self._publish(read.events)
+                if read.positions:
                     if self._shared:
-                        await db_events.advance_horizon(conn, last, self.name)
-                    else:
-                        self._horizon = last
-                    await self._publish(final.events)
-                    if self._shared:
-                        await db_events.mark_published(conn, last)
-                    position = last
-                    if len(final.events) == self._batch:
-                        continue  # a full read: more may be waiting
-                if gap is not None and gap.decided:
-                    continue
+                        await db_events.mark_published(conn, read.positions)
+                    positions.update(read.positions)
+                if read.full:
+                    continue  # more may be waiting
                 # Every commit after the read's snapshot notifies after it; a notification that
                 # came during the read waits in psycopg's backlog and wakes this at once. So a
                 # read that was not full is not repeated before the next notification: a save

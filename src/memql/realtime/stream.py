@@ -3,8 +3,9 @@
 The order of steps is what makes the seam exact:
 
 1. subscribe to the owners' channels (confirmed: every later broadcast reaches the inbox);
-2. read the relay's horizon H: every event up to H is final, and none above H has been
-   broadcast yet, so each event above H arrives through the inbox;
+2. read the horizon H, the project's committed counter (cursors count per project): every
+   event up to H has committed, and every one above H commits after this read, so the relay
+   broadcasts it after the subscription and it arrives through the inbox;
 3. replay the log from `since` up to H; then deliver the inbox in order, dropping cursors at or
    below the last one delivered.
 
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 
 from memql import metrics
 from memql.db import events as db_events
-from memql.db.pool import Conn
 from memql.db.session import Sessions
 from memql.errors import BadInput, MemqlError, SubscriberBehind
 from memql.model import MemoryEvent, Principal, Scope
@@ -67,9 +67,9 @@ async def stream_events(
                 if recheck is not None:
                     watch = watching.enter_context(rechecker.watch(recheck, scopes, inbox.wake))
                 async with sessions.bound(principal) as conn:
-                    horizon = await relay.horizon(conn)
-                    if since is not None and since > horizon:
-                        await _check_issued(conn, since)
+                    horizon = await relay.horizon(conn, principal.project_id)
+                if since is not None and since > horizon:
+                    raise _beyond_the_log(since)
                 # set up: every event above the horizon now reaches the inbox
                 metrics.SUBSCRIPTIONS.inc()
                 counted = True
@@ -81,7 +81,7 @@ async def stream_events(
                     if inbox.resync:
                         inbox.resync = False
                         async with sessions.bound(principal) as conn:
-                            replay_to = await relay.horizon(conn)
+                            replay_to = await relay.horizon(conn, principal.project_id)
                     while replay_to is not None and last < replay_to:
                         async with sessions.bound(principal) as conn:
                             page = await db_events.replay(
@@ -115,12 +115,11 @@ async def stream_events(
             metrics.SUBSCRIPTIONS.dec()
 
 
-async def _check_issued(conn: Conn, since: int) -> None:
-    """Refuse a `since` no event has ever had: such a stream would wait, silent, for the log to
-    reach it. (Above the horizon but issued is fine: the event is on its way.)"""
-    if since > await db_events.last_issued(conn):
-        raise BadInput(
-            f"`since` {since} is beyond the end of the event log: pass the cursor of an event"
-            " this API returned, or omit `since` to start with the next event",
-            argument="since",
-        )
+def _beyond_the_log(since: int) -> BadInput:
+    """The refusal of a `since` above the project's committed counter: no event of the project
+    has had it, and such a stream would wait, silent, for the log to reach it."""
+    return BadInput(
+        f"`since` {since} is beyond the end of the event log: pass the cursor of an event"
+        " this API returned, or omit `since` to start with the next event",
+        argument="since",
+    )

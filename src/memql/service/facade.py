@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -159,13 +160,13 @@ class MemoryService:
         for new in news:
             self._require_write(principal, new.scope or Scope.USER)
         vectors = await self._embedder.embed([n.content for n in news])
-        async with self._sessions.bound(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as conn:
+        async with self._writing(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as (conn, events):
             # lock owners in one order so concurrent batches cannot deadlock
             for scope in sorted({n.scope or Scope.USER for n in news}, key=lambda s: s.value):
                 await db_memories.lock_owner(
                     conn, principal.project_id, scope, principal.owner_for(scope)
                 )
-            results = await self._saving.save_all_locked(conn, principal, news, vectors)
+            results = await self._saving.save_all_locked(conn, events, news, vectors)
         for result in results:
             metrics.SAVES.labels(result.outcome.value).inc()
         return results
@@ -187,7 +188,7 @@ class MemoryService:
         self._require_some_write(principal)
         new = validation.new_memory(raw, self._limits)
         [vector] = await self._embedder.embed([new.content])
-        async with self._sessions.bound(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as conn:
+        async with self._writing(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as (conn, events):
             old = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(old, "supersede")
             if new.key is None:
@@ -201,7 +202,7 @@ class MemoryService:
                     "a new version keeps the scope of the memory it supersedes", field="scope"
                 )
             new = replace(new, scope=old.scope)
-            return await self._saving.replace(conn, principal, old, new, vector)
+            return await self._saving.replace(conn, events, old, new, vector)
 
     @validation.storable_arguments
     async def retire(
@@ -212,18 +213,18 @@ class MemoryService:
         key: str | None = None,
         scope: Scope | None = None,
     ) -> Memory:
-        async with self._sessions.bound(principal) as conn:
+        async with self._writing(principal) as (conn, events):
             memory = await self._locate_locked(conn, principal, memory_id, key, scope)
             self._require_live(memory, "retire")
             retired = await db_memories.invalidate(conn, memory.id, InvalidationReason.RETIRED)
-            await saving.emit(conn, principal, EventType.RETIRED, memory)
+            saving.emit(events, EventType.RETIRED, memory)
             return retired
 
     @validation.storable_arguments
     async def restore(self, principal: Principal, memory_id: uuid.UUID) -> Memory:
         """Bring a retired memory back (not a superseded one: restore its newest version's chain
         by superseding instead)."""
-        async with self._sessions.bound(principal) as conn:
+        async with self._writing(principal) as (conn, events):
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             if memory.invalidation_reason is not InvalidationReason.RETIRED:
                 state = memory.invalidation_reason or "live"
@@ -233,41 +234,40 @@ class MemoryService:
             ):
                 raise Conflict(f"another live memory holds the key {memory.key!r}")
             restored = await db_memories.reinstate(conn, memory.id)
-            await saving.emit(conn, principal, EventType.RESTORED, memory)
+            saving.emit(events, EventType.RESTORED, memory)
             return restored
 
     @validation.storable_arguments
     async def erase(self, principal: Principal, memory_id: uuid.UUID) -> EraseResult:
         """Hard-delete a memory with all its versions and the events carrying their content."""
         self._require_server_credential(principal)
-        async with self._sessions.bound(principal) as conn:
+        async with self._writing(principal) as (conn, events):
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             ids = await db_memories.erase_chain(conn, principal, memory)
-            await saving.emit(
-                conn,
-                principal,
-                EventType.ERASED,
-                memory,
-                {"versions": len(ids)},
-            )
+            saving.emit(events, EventType.ERASED, memory, {"versions": len(ids)})
             return EraseResult(erased=len(ids))
 
     async def erase_user(self, principal: Principal) -> EraseResult:
         """Hard-delete everything of the principal's user in this project (right to erasure)."""
         self._require_server_credential(principal)
         self._require_write(principal, Scope.USER)
-        async with self._sessions.bound(principal) as conn:
+        async with self._writing(principal) as (conn, events):
             await db_memories.lock_owner(conn, principal.project_id, Scope.USER, principal.user_id)
             count = await db_memories.erase_owner(conn, principal, Scope.USER)
-            await db_events.insert_event(
-                conn,
-                principal,
-                type=EventType.ERASED,
-                scope=Scope.USER,
-                memory_id=None,
-                payload={"versions": count},
-            )
+            events.add(EventType.ERASED, Scope.USER, None, {"versions": count})
             return EraseResult(erased=count)
+
+    @asynccontextmanager
+    async def _writing(
+        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[tuple[Conn, db_events.PendingEvents]]:
+        """A write transaction for `principal` and the events it records: they are written
+        when the block has done everything else, as the transaction's last statement (their
+        cursors lock the project's counter until the commit). A block that raises writes none."""
+        async with self._sessions.bound(principal, settings) as conn:
+            events = db_events.PendingEvents(principal)
+            yield conn, events
+            await events.write(conn)
 
     @staticmethod
     def _require_server_credential(principal: Principal) -> None:

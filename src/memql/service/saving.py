@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from memql import codec, dedup
-from memql.db import events as db_events
 from memql.db import memories as db_memories
+from memql.db.events import PendingEvents
 from memql.db.pool import Conn
 from memql.embeddings import Vector
 from memql.model import (
@@ -30,22 +30,14 @@ from memql.model import (
 from memql.settings import Settings
 
 
-async def emit(
-    conn: Conn,
-    principal: Principal,
+def emit(
+    events: PendingEvents,
     type: EventType,
     memory: Memory,
     payload: dict[str, Any] | None = None,
 ) -> None:
-    """Record a write's event, in the write's transaction."""
-    await db_events.insert_event(
-        conn,
-        principal,
-        type=type,
-        scope=memory.scope,
-        memory_id=memory.id,
-        payload=payload or {},
-    )
+    """Record a write's event, written at the end of the write's transaction."""
+    events.add(type, memory.scope, memory.id, payload)
 
 
 class Saving:
@@ -61,7 +53,7 @@ class Saving:
     async def save_all_locked(
         self,
         conn: Conn,
-        principal: Principal,
+        events: PendingEvents,
         news: Sequence[NewMemory],
         vectors: Sequence[Vector],
     ) -> list[SaveResult]:
@@ -70,22 +62,20 @@ class Saving:
         the batch, every outcome is CREATED: that is decided from one search of the stored
         near-duplicates of all the inputs, and the rows and their events are written in one
         round trip each. Otherwise the inputs are saved one after the other."""
+        principal = events.principal
         planned = None
         if len(news) > 1 and all(n.key is None for n in news):
             planned = await self._plan_creations(conn, principal, news, vectors)
         if planned is None:
             return [
-                await self.save_locked(conn, principal, new, vector)
+                await self.save_locked(conn, events, new, vector)
                 for new, vector in zip(news, vectors, strict=True)
             ]
         created = await db_memories.insert_memories(
             conn, principal, news, embeddings=vectors, model=self._model
         )
-        await db_events.insert_events(
-            conn,
-            principal,
-            [(EventType.CREATED, m.scope, m.id, {"memory": codec.snapshot(m)}) for m in created],
-        )
+        for m in created:
+            emit(events, EventType.CREATED, m, {"memory": codec.snapshot(m)})
         return [
             SaveResult(
                 SaveOutcome.CREATED,
@@ -157,8 +147,9 @@ class Saving:
         return plans
 
     async def save_locked(
-        self, conn: Conn, principal: Principal, new: NewMemory, vector: Vector
+        self, conn: Conn, events: PendingEvents, new: NewMemory, vector: Vector
     ) -> SaveResult:
+        principal = events.principal
         scope = new.scope or Scope.USER
         if new.key is not None:
             current = await db_memories.get_live_by_key(conn, principal, scope, new.key)
@@ -168,7 +159,7 @@ class Saving:
                         conn, current.id, InvalidationReason.EXPIRED, at_expiry=True
                     )
                 else:
-                    return await self.replace(conn, principal, current, new, vector)
+                    return await self.replace(conn, events, current, new, vector)
         near = await self.near_duplicates(conn, principal, scope, vector, new.content)
         if new.key is None:
             target = next(
@@ -190,7 +181,7 @@ class Saving:
             if target is not None:
                 return await self._absorb(
                     conn,
-                    principal,
+                    events,
                     target.memory,
                     new,
                     target.similarity,
@@ -199,7 +190,7 @@ class Saving:
         created = await db_memories.insert_memory(
             conn, principal, new, scope=scope, embedding=vector, model=self._model
         )
-        await emit(conn, principal, EventType.CREATED, created, {"memory": codec.snapshot(created)})
+        emit(events, EventType.CREATED, created, {"memory": codec.snapshot(created)})
         return SaveResult(SaveOutcome.CREATED, created, tuple(near))
 
     async def near_duplicates(
@@ -235,7 +226,7 @@ class Saving:
     async def _absorb(
         self,
         conn: Conn,
-        principal: Principal,
+        events: PendingEvents,
         existing: Memory,
         new: NewMemory,
         similarity: float,
@@ -245,9 +236,8 @@ class Saving:
         # over the cap, the newest provenance wins
         merged = merged[-self._source_thread_ids :]
         absorbed = await db_memories.absorb(conn, existing.id, merged, new.pinned)
-        await emit(
-            conn,
-            principal,
+        emit(
+            events,
             EventType.ABSORBED,
             existing,
             {
@@ -261,9 +251,10 @@ class Saving:
         return SaveResult(SaveOutcome.ABSORBED, absorbed, others)
 
     async def replace(
-        self, conn: Conn, principal: Principal, old: Memory, new: NewMemory, vector: Vector
+        self, conn: Conn, events: PendingEvents, old: Memory, new: NewMemory, vector: Vector
     ) -> SaveResult:
         """Retire `old` as superseded and insert `new` as its next version, in this transaction."""
+        principal = events.principal
         new_id = uuid.uuid4()
         retired = await db_memories.invalidate(
             conn, old.id, InvalidationReason.SUPERSEDED, superseded_by=new_id
@@ -278,9 +269,8 @@ class Saving:
             memory_id=new_id,
             supersedes=old.id,
         )
-        await emit(
-            conn,
-            principal,
+        emit(
+            events,
             EventType.SUPERSEDED,
             created,
             {"memory": codec.snapshot(created), "supersededId": str(old.id)},

@@ -14,7 +14,13 @@ Databases and services come from `memql.runtime` (`open_database`, `open_memql`)
 """
 
 from memql.testing.client import GraphQLClient
-from memql.testing.database import Tenant, fresh_database, log_event, make_tenant
+from memql.testing.database import (
+    Tenant,
+    fresh_database,
+    log_event,
+    make_tenant,
+    newest_cursor,
+)
 from memql.testing.embedder import HashEmbedder
 from memql.testing.server import (
     PostgresProcess,
@@ -38,6 +44,7 @@ __all__ = [
     "fresh_database",
     "log_event",
     "make_tenant",
+    "newest_cursor",
     "serving",
     "webhook_receiver",
 ]

@@ -7,7 +7,10 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
+
+from psycopg import AsyncConnection
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.db import tenants
@@ -65,13 +68,26 @@ async def log_event(database_url: str, project_id: uuid.UUID) -> tuple[int, floa
     when COMMIT returned (`time.monotonic`)."""
     async with await owner_connection(database_url) as conn:
         cur = await conn.execute(
-            "with tx as materialized (select pg_current_xact_id() as xid)"
-            " insert into memory_events (project_id, scope, owner_id, type, actor_id)"
-            " select %s, 'project', '', 'memory.retired', 'bench' from tx"
-            " where tx.xid is not null returning cursor",
-            (project_id,),
+            "with drawn as (insert into project_cursors as c (project_id, last) values (%s, 1)"
+            " on conflict (project_id) do update set last = c.last + 1 returning last)"
+            " insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
+            " select drawn.last, %s, 'project', '', 'memory.retired', 'bench' from drawn"
+            " returning cursor",
+            (project_id, project_id),
         )
         row = await cur.fetchone()
         assert row is not None
         await conn.commit()
         return int(row[0]), time.monotonic()
+
+
+async def newest_cursor(conn: AsyncConnection[Any], project_id: uuid.UUID) -> int:
+    """Where the project's event log stands (its committed counter: cursors count per project);
+    a `since` from it replays nothing and misses nothing after it."""
+    cur = await conn.execute(
+        "select coalesce((select last from project_cursors where project_id = %s), 0)",
+        (project_id,),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])

@@ -3,12 +3,13 @@
 One deliverer is active across all instances: the holder of a PostgreSQL advisory lock on its
 own connection (the others ask again every `poll` seconds and take over when the holder's
 connection ends). It listens to the notification every event sends (`memql_events`, as the
-relay does), with a poll as a fallback, and keeps a *final* cursor: every event up to it has
-committed or never will (the relay's rule, `db.events.read_final`), so an endpoint never
-passes an event whose transaction commits late.
+relay does), with a poll as a fallback, and keeps each project's *final* cursor: its committed
+counter (cursors count per project, `db.events`), up to which every event of the project has
+committed, so an endpoint never passes an event whose transaction commits late.
 
 Each endpoint has its own worker that reads the endpoint's events after its last acknowledged
-cursor (`acked_cursor`, in the database) up to the final cursor, and POSTs them one at a time,
+cursor (`acked_cursor`, in the database) up to its project's final cursor, and POSTs them one
+at a time,
 in cursor order. A 2xx answer acknowledges the event and moves `acked_cursor`; anything else
 (another status, a timeout, a refused address) is a failure: the worker waits with exponential
 backoff and tries the same event again, reading it anew from the log. A failing endpoint only
@@ -86,8 +87,8 @@ class Deliverer(Supervised):
         self._backoff = backoff or Backoff()
         self._poll = poll
         self._batch = batch
-        # every event up to here has committed or never will
-        self._final = 0
+        # per project: every event of it up to here has committed
+        self._final: dict[uuid.UUID, int] = {}
         self._workers: dict[uuid.UUID, _Worker] = {}
         self._reload = True
 
@@ -100,9 +101,8 @@ class Deliverer(Supervised):
             backoff=Backoff(settings.webhooks_backoff_min, settings.webhooks_backoff_max),
         )
 
-    @property
-    def final(self) -> int:
-        return self._final
+    def final(self, project_id: uuid.UUID) -> int:
+        return self._final.get(project_id, 0)
 
     def state(self) -> dict[str, Any]:
         return {"role": self.role, "endpoints": len(self._workers)}
@@ -133,9 +133,9 @@ class Deliverer(Supervised):
             # an acknowledgement lost in a crash only means that event is sent again (at least
             # once): not worth a disk flush per delivered event
             await work.execute("set synchronous_commit to off")
-            self._final = await db_events.final_position(conn)
+            self._final = await db_events.counters(conn)
             self.role = "leader"
-            log.info("webhook deliverer %s leads from cursor %s", self.name, self._final)
+            log.info("webhook deliverer %s leads", self.name)
             async with asyncio.TaskGroup() as workers:
                 await self._follow_log(conn, work, http, workers)
 
@@ -146,40 +146,21 @@ class Deliverer(Supervised):
         http: httpx.AsyncClient,
         workers: asyncio.TaskGroup,
     ) -> None:
-        gap: db_events.Gap | None = None
         reloaded = 0.0
-        behind = False
         while True:
             if self._reload or time.monotonic() - reloaded > RELOAD_EVERY:
                 self._reload = False
                 reloaded = time.monotonic()
                 await self._sync_workers(work, http, workers)
-            if not self._workers:
-                # No endpoint, nothing to deliver: the log is not read after every write. Once
-                # an endpoint appears the final cursor is taken afresh (gap-safe), not by
-                # reading every event written meanwhile.
-                behind, gap = True, None
-                await self._notified(conn)
-                continue
-            if behind:
-                behind = False
-                self._final = await db_events.final_position(conn, self._poll)
+            if self._workers:
+                # one small read per wake: the counters say which projects moved
+                final = await db_events.counters(conn)
+                moved = {p for p, last in final.items() if last > self._final.get(p, 0)}
+                self._final = final
                 for worker in self._workers.values():
-                    worker.wake.set()
-            final = await db_events.read_final(conn, self._final, gap, self._batch)
-            gap = final.waiting
-            if final.events:
-                self._final = final.events[-1].cursor
-                projects = {e.project_id for e in final.events}
-                for worker in self._workers.values():
-                    if worker.webhook.project_id in projects:
+                    if worker.webhook.project_id in moved:
                         worker.wake.set()
-                if len(final.events) == self._batch:
-                    continue  # a full read: more may be waiting
-            if gap is not None and gap.decided:
-                continue
-            # a read that was not full waits for the next notification, as the relay does
-            # (realtime/relay.py)
+            # as the relay does (realtime/relay.py): the backlog wakes this at once
             await self._notified(conn)
 
     async def _notified(self, conn: psycopg.AsyncConnection[Any]) -> None:
@@ -277,10 +258,10 @@ class _Worker:
         scanned = acked
         failures = self.webhook.failures
         while True:
-            final = self.deliverer.final
+            final = self.deliverer.final(self.webhook.project_id)
             if scanned >= final:
                 self.wake.clear()
-                if self.deliverer.final <= scanned:
+                if self.deliverer.final(self.webhook.project_id) <= scanned:
                     await self.wake.wait()
                 continue
             events = await db.pending_events(self.work, self.webhook.id, acked, final, PAGE)
