@@ -130,6 +130,9 @@ class EmbedderConfig:
     api_key: str | None = None
     # seconds before one request to a remote embedder is abandoned (and retried)
     timeout: float = 10.0
+    # what runs the local model: auto (OpenVINO bfloat16 where the CPU has it), openvino,
+    # onnxruntime
+    runtime: str = "auto"
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class Settings:
     embeddings_api_key: str | None = None
     # seconds before one request to a remote embedder is abandoned (and retried)
     embeddings_timeout: float = 10.0
+    # what runs the local model (embeddings/local.py): auto, openvino or onnxruntime
+    embeddings_runtime: str = "auto"
     host: str = "127.0.0.1"
     port: int = 8000
     # Cosine similarity at or above which a same-kind live memory absorbs a new save.
@@ -147,6 +149,8 @@ class Settings:
                 raise ConfigurationError(
                     f"MEMQL_EMBEDDINGS_TIMEOUT={v!r} is not a number"
                 ) from None
+        if v := env.get("MEMQL_EMBEDDINGS_RUNTIME"):
+            values["embeddings_runtime"] = v.strip().lower()
         if v := env.get("MEMQL_HOST"):
             values["host"] = v
         if v := env.get("MEMQL_PORT"):
@@ -220,6 +224,7 @@ class Settings:
             dimensions=self.embeddings_dimensions,
             api_key=self.embeddings_api_key,
             timeout=self.embeddings_timeout,
+            runtime=self.embeddings_runtime,
         )
 
     def validate(self) -> None:
@@ -240,6 +245,11 @@ class Settings:
             )
         if self.embeddings_timeout <= 0:
             raise ConfigurationError("MEMQL_EMBEDDINGS_TIMEOUT must be positive")
+        if self.embeddings_runtime not in ("auto", "openvino", "onnxruntime"):
+            raise ConfigurationError(
+                f"MEMQL_EMBEDDINGS_RUNTIME={self.embeddings_runtime!r} is not one of auto,"
+                " openvino, onnxruntime"
+            )
         if self.webhooks_backoff_min > self.webhooks_backoff_max:
             raise ConfigurationError(
                 "MEMQL_WEBHOOKS_BACKOFF_MIN must not exceed MEMQL_WEBHOOKS_BACKOFF_MAX"

@@ -13,7 +13,7 @@ async def create_embedder(config: EmbedderConfig) -> Embedder:
     if config.provider == "local":
         from memql.embeddings.local import LocalEmbedder
 
-        return await LocalEmbedder.load(config.model)
+        return await LocalEmbedder.load(config.model, config.runtime)
     if config.provider in ("openai", "tei"):
         from memql.embeddings.openai import OpenAIEmbedder
         from memql.embeddings.remote import RemoteEmbedder
