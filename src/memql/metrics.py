@@ -115,3 +115,13 @@ CREDENTIAL_RECHECKS = Counter(
     "Distinct credentials of live streams resolved again (one per API key or token per pass)",
     registry=REGISTRY,
 )
+QUERY_VECTORS = Counter(
+    "memql_query_vectors",
+    "Query embeddings asked of the query-vector cache, by result (hit: kept or being computed"
+    " for another request; miss: embedded for this one). Hit rate: hit / (hit + miss)",
+    ["result"],
+    registry=REGISTRY,
+)
+QUERY_VECTORS_KEPT = Gauge(
+    "memql_query_vectors_kept", "Query vectors kept by this instance", registry=REGISTRY
+)

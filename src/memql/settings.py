@@ -96,6 +96,8 @@ class Settings:
     access_policy: str | None = None
     pool_min_size: int = 2
     pool_max_size: int = 10
+    # query vectors kept per instance (service/query_vectors.py); 0 embeds every query anew
+    query_vectors: int = 4096
     # seconds a request waits for a database connection before it is answered with 503
     pool_timeout_seconds: float = 5.0
     # the fraction of the pool one project's requests may hold or wait for at once (1: all)
@@ -181,6 +183,8 @@ class Settings:
                 values[f"{consumer}_grant"] = _grant(name, v)
         if v := env.get("MEMQL_ACCESS_POLICY"):
             values["access_policy"] = v.strip()
+        if v := env.get("MEMQL_QUERY_VECTORS"):
+            values["query_vectors"] = _int("MEMQL_QUERY_VECTORS", v, minimum=0)
         if v := env.get("MEMQL_POOL_MAX_SIZE"):
             values["pool_max_size"] = _int("MEMQL_POOL_MAX_SIZE", v, minimum=1)
         if v := env.get("MEMQL_POOL_TIMEOUT_SECONDS"):

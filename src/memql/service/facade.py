@@ -4,6 +4,7 @@ algorithm of `saving.py`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -52,6 +53,7 @@ from memql.model import (
     Weights,
 )
 from memql.service import saving
+from memql.service.query_vectors import QueryVectors
 from memql.service.saving import Saving
 from memql.settings import Limits, Settings
 from memql.webhooks import registry as webhook_registry
@@ -87,6 +89,7 @@ class MemoryService:
         self._limits = settings.limits
         self._weights = weights or settings.recall_weights or DEFAULT_WEIGHTS
         self._saving = Saving(settings, embedder.model)
+        self.query_vectors = QueryVectors(embedder, settings.query_vectors)
 
     @property
     def sessions(self) -> Sessions:
@@ -456,7 +459,9 @@ class MemoryService:
         categories: Sequence[str] | None = None,
         occurred: TimeRange = TimeRange(),
     ) -> list[RecallHit]:
-        [vector] = await self._embedder.embed([query])
+        # shielded: the embedding may be shared with other requests for the same text, which
+        # this one's cancellation (a client gone) must not cancel
+        vector = await asyncio.shield(self.query_vectors.vector(principal.project_id, query))
         async with self._sessions.read(principal, db_recall.RECALL_SETTINGS) as conn:
             ranked = await db_recall.recall(
                 conn,
