@@ -114,6 +114,14 @@ async def main(memories: int, requests: int) -> None:
                     {"q": lambda i: QUERIES[i % len(QUERIES)] + f" {i}"},
                     requests,
                 ),
+                # the same question each time: its vector comes from the query-vector cache
+                f"recall, the same question again, over {memories} memories": await timed(
+                    base,
+                    headers,
+                    "query($q: String!) { recall(query: $q) { score memory { id } } }",
+                    {"q": QUERIES[0]},
+                    requests,
+                ),
                 "memories, first 50": await timed(
                     base,
                     headers,

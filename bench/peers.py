@@ -18,6 +18,9 @@ HTTP (timed by the client, so HTTP, GraphQL and authentication are in), the peer
 memories, timed in process (the work of the command, without its start-up): from an export
 without vectors (every record embedded anew) and from one with them (`memql export --vectors`).
 
+The peers embed every query anew, so memql's query-vector cache is off here unless
+`--query-cache` (with it, rounds after the first would time memql without its embedding).
+
     python bench/peers.py --rounds 3
 """
 
@@ -131,6 +134,9 @@ async def main() -> int:
     parser.add_argument("--extra", type=int, default=1000)
     parser.add_argument("--port", type=int, default=8766)
     parser.add_argument("--queries", type=int, default=0, help="ask only the first N (0: all)")
+    parser.add_argument(
+        "--query-cache", action="store_true", help="keep memql's query vectors (off by default)"
+    )
     args = parser.parse_args()
 
     python = ensure_venv(args.venv)
@@ -148,6 +154,8 @@ async def main() -> int:
         tenant = await make_tenant(url, name="peers")
         key = tenant.key
         env = {**os.environ, "DATABASE_URL": url, "MEMQL_PORT": str(args.port)}
+        if not args.query_cache:
+            env["MEMQL_QUERY_VECTORS"] = "0"
         server = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
             [sys.executable, "-m", "memql.cli", "serve"],
             env=env,

@@ -491,22 +491,29 @@ class MemoryService:
         )
         scopes = self._readable(principal, None)
         if query is not None and query.strip():
-            hits = await self._recall(
-                principal,
-                validation.content(query, self._limits, field="query"),
-                self._limits.context_candidates,
-                scopes,
-            )
+            query = validation.content(query, self._limits, field="query")
+            # the live count needs no vector: it is read while the model embeds the query
+            counting = asyncio.ensure_future(self._count_live(principal, scopes))
+            try:
+                hits = await self._recall(principal, query, self._limits.context_candidates, scopes)
+            except BaseException:
+                # the recall failed or was cancelled: nothing waits for the count
+                counting.cancel()
+                await asyncio.gather(counting, return_exceptions=True)
+                raise
+            total = await counting
             memories = [h.memory for h in hits]
             memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each
-            async with self._sessions.read(principal) as conn:
-                total = await db_memories.count_live(conn, principal, scopes)
             return format_context(memories, budget, total)
         async with self._sessions.read(principal) as conn:
             newest, total = await db_memories.context_memories(
                 conn, principal, scopes, self._limits.context_candidates
             )
         return format_context(newest, budget, total)
+
+    async def _count_live(self, principal: Principal, scopes: tuple[Scope, ...]) -> int:
+        async with self._sessions.read(principal) as conn:
+            return await db_memories.count_live(conn, principal, scopes)
 
     # --- realtime -------------------------------------------------------------------------
 
