@@ -1,13 +1,18 @@
-"""Embedding speed of the local embedder (ONNX Runtime) against sentence-transformers on torch.
+"""Embedding speed of the local embedder on each runtime against sentence-transformers on torch.
+
+The local embedder runs on OpenVINO (bfloat16 where the CPU computes it, float32 elsewhere: the
+row names which) and on ONNX Runtime (float32), each loaded with `runtime=`; the default
+(`auto`) is the first on a CPU with bfloat16, the second elsewhere.
 
 Single-query latency: every query of `bench/recall/` embedded alone through `embed([query])`,
-the two backends interleaved query by query so both see the same machine load (p50 / p95).
+the backends interleaved query by query so all see the same machine load (p50 / p95); then
+the same for questions of 8-20 tokens (`--long`: each recall-set query followed by another).
 Batch throughput: every text of the reference set (`bench/embedding/reference.py`) in one
 `embed(texts)` call, three rounds each, interleaved (texts per second, best round).
 sentence-transformers runs only where the `torch` extra is installed; torch keeps its default
 thread count, as it does in a server.
 
-    .venv/bin/python bench/embedding/speed.py
+    .venv/bin/python bench/embedding/speed.py [--long]
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from memql.embeddings.local import LocalEmbedder
+from memql.errors import ConfigurationError
 
 HERE = Path(__file__).parent
 Embed = Callable[[list[str]], Awaitable[object]]
@@ -65,10 +71,18 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def main() -> int:
-    started = time.perf_counter()
-    local = await LocalEmbedder.load()
-    print(f"local embedder loaded in {time.perf_counter() - started:.1f} s")
-    backends: dict[str, Embed] = {"onnxruntime (memql local)": local.embed}
+    backends: dict[str, Embed] = {}
+    loaded: list[LocalEmbedder] = []
+    for runtime in ("openvino", "onnxruntime"):
+        started = time.perf_counter()
+        try:
+            local = await LocalEmbedder.load(runtime=runtime)
+        except ConfigurationError as exc:
+            print(f"{runtime}: {exc}")
+            continue
+        print(f"{local.runtime} loaded in {time.perf_counter() - started:.1f} s")
+        loaded.append(local)
+        backends[f"{local.runtime} (memql local)"] = local.embed
     sentence_transformers = await torch_backend()
     if sentence_transformers is not None:
         backends["sentence-transformers (torch)"] = sentence_transformers
@@ -76,6 +90,8 @@ async def main() -> int:
         print("sentence-transformers is not installed: the local embedder alone")
 
     asked = queries()
+    if "--long" in sys.argv:
+        asked = [f"{a} {b}" for a, b in zip(asked, asked[1:] + asked[:1], strict=True)]
     for embed in backends.values():  # warm up
         await embed(asked[:8])
     latency: dict[str, list[float]] = {name: [] for name in backends}
@@ -92,7 +108,8 @@ async def main() -> int:
             t0 = time.perf_counter()
             await embed(texts)
             rate[name] = max(rate[name], len(texts) / (time.perf_counter() - t0))
-    await local.close()
+    for local in loaded:
+        await local.close()
 
     print(f"\n{len(asked)} single queries, {len(texts)} texts per batch call")
     print("| backend | query p50 ms | query p95 ms | batch texts/s |")
