@@ -108,8 +108,9 @@ class OpenVinoRunner:
                 "ENABLE_CPU_PINNING": False,
             },
         )
-        precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
-        self.name = "openvino-bf16" if "bf16" in precision else "openvino-f32"
+        # what it compiled to: bfloat16 only where the CPU computes it, float32 elsewhere
+        precision = compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.name = "openvino-bf16" if precision == openvino.Type.bf16 else "openvino-f32"
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for _ in range(workers):
             self._requests.put(compiled.create_infer_request())
