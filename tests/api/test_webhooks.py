@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,17 @@ async def test_a_deployment_that_does_not_allow_private_targets_refuses_them(
         "http://169.254.169.254/latest",
         "http://10.0.0.8/hook",
         "ftp://example.com/",
+        # IPv6 transition addresses that carry (or route to) the ones above
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[64:ff9b::a00:1]/",
+        "http://[64:ff9b:1::a00:1]/",
+        "http://[2002:7f00:1::]/",
+        "http://[2002:a9fe:a9fe::]/",
+        "http://[::7f00:1]/",
+        "http://[::ffff:0:7f00:1]/",
+        "http://[::ffff:7f00:1]/",
+        "http://[fec0::1]/",
+        "http://[2001::a9fe:a9fe]/",
     ]
     for url in refused:
         assert await alice.error(ADD, {"url": url}) == "BAD_USER_INPUT", url
@@ -377,10 +389,16 @@ async def test_a_target_is_checked_again_when_delivering(receiver: Receiver):
         cursor=1, project_id=hook.project_id, scope=Scope.PROJECT, owner_id="",
         type="memory.erased", memory_id=None, actor_id="alice", occurred_at=datetime.now(UTC),
     )  # fmt: skip
+    port = receiver.url.rsplit(":", 1)[1]
+    nat64 = replace(hook, url=f"http://[64:ff9b::7f00:1]:{port}/rebound")
     async with httpx.AsyncClient(trust_env=False) as http:
         refused = await Deliverer("unused", allow_private=False).post(http, hook, "k", event)
+        # the NAT64 form of the same loopback address: refused before any connection
+        translated = await Deliverer("unused", allow_private=False).post(http, nat64, "k", event)
         allowed = await Deliverer("unused", allow_private=True).post(http, hook, "k", event)
     assert refused is not None and "loopback" in refused
+    assert translated is not None and translated.startswith("refused:"), translated
+    assert "NAT64 form of 127.0.0.1" in translated
     assert allowed is None
     assert len(receiver.attempts("/rebound")) == 1
 
