@@ -119,8 +119,12 @@ class Settings:
     max_body_bytes: int = 4 * 1024 * 1024
     # webhooks: deliver to private, loopback and link-local addresses too
     webhooks_allow_private: bool = False
-    # webhooks: seconds a receiver has to answer one POST
+    # webhooks: seconds one attempt may take in all (resolve, connect, send, the answer's
+    # status and headers), however the receiver dribbles its answer
     webhooks_timeout: float = 10.0
+    # webhooks: the deliverer's connections in use at once, and the most one project may hold
+    webhooks_connections: int = 100
+    webhooks_project_connections: int = 10
     # webhooks: the first and the longest wait before retrying a failed delivery (seconds)
     webhooks_backoff_min: float = 1.0
     webhooks_backoff_max: float = 60.0
@@ -210,6 +214,10 @@ class Settings:
             env_name = f"MEMQL_WEBHOOKS_{name.upper()}"
             if v := env.get(env_name):
                 values[f"webhooks_{name}"] = _seconds(env_name, v)
+        for name in ("connections", "project_connections"):
+            env_name = f"MEMQL_WEBHOOKS_{name.upper()}"
+            if v := env.get(env_name):
+                values[f"webhooks_{name}"] = _int(env_name, v, minimum=1)
         s = replace(s, **values)  # type: ignore[arg-type]
         s.validate()
         return s
@@ -254,6 +262,12 @@ class Settings:
                 f"MEMQL_EMBEDDINGS_RUNTIME={self.embeddings_runtime!r} is not one of auto,"
                 " openvino, onnxruntime"
             )
+        if self.webhooks_project_connections > self.webhooks_connections:
+            raise ConfigurationError(
+                "MEMQL_WEBHOOKS_PROJECT_CONNECTIONS must not exceed MEMQL_WEBHOOKS_CONNECTIONS"
+            )
+        if min(self.webhooks_connections, self.webhooks_project_connections) < 1:
+            raise ConfigurationError("webhook connections must be at least 1")
         if self.webhooks_backoff_min > self.webhooks_backoff_max:
             raise ConfigurationError(
                 "MEMQL_WEBHOOKS_BACKOFF_MIN must not exceed MEMQL_WEBHOOKS_BACKOFF_MAX"

@@ -9,6 +9,7 @@
   straight into the log
 - `GraphQLClient`: one user of one project over HTTP, answers checked
 - `webhook_receiver()`: a real HTTP endpoint that records the webhooks it receives
+- `dribbling_receiver()`: a hostile one that answers a byte at a time and never finishes
 
 Databases and services come from `memql.runtime` (`open_database`, `open_memql`), as in the app.
 """
@@ -29,9 +30,16 @@ from memql.testing.server import (
     free_port,
     serving,
 )
-from memql.testing.webhooks import Received, Receiver, webhook_receiver
+from memql.testing.webhooks import (
+    Dribbler,
+    Received,
+    Receiver,
+    dribbling_receiver,
+    webhook_receiver,
+)
 
 __all__ = [
+    "Dribbler",
     "GraphQLClient",
     "HashEmbedder",
     "PostgresProcess",
@@ -40,6 +48,7 @@ __all__ = [
     "RedisProcess",
     "ServeProcess",
     "Tenant",
+    "dribbling_receiver",
     "free_port",
     "fresh_database",
     "log_event",

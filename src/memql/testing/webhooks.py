@@ -1,5 +1,5 @@
-"""A real HTTP receiver of webhooks: it answers 200, 500, or too late, as told, and records
-every request."""
+"""Real HTTP receivers of webhooks: one answers 200, 500, or too late, as told, and records
+every request; a hostile one dribbles its answer a byte at a time and never finishes."""
 
 from __future__ import annotations
 
@@ -90,3 +90,96 @@ async def webhook_receiver(
     finally:
         server.should_exit = True
         await task
+
+
+@dataclass
+class Connection:
+    path: str
+    opened: float
+    closed: float | None = None
+
+
+@dataclass
+class Dribbler:
+    """A hostile receiver: it starts a 200 answer and then sends one header byte every
+    `every` seconds, never finishing, until the sender hangs up. Records each connection."""
+
+    url: str
+    every: float = 0.1
+    connections: list[Connection] = field(default_factory=list)
+
+    def open(self, prefix: str = "/") -> list[Connection]:
+        return [c for c in self.connections if c.closed is None and c.path.startswith(prefix)]
+
+    def most_at_once(self, prefix: str = "/") -> int:
+        """The most connections under `prefix` that were open at the same moment."""
+        marks = sorted(
+            m
+            for c in self.connections
+            if c.path.startswith(prefix)
+            for m in ((c.opened, 1), (c.closed if c.closed is not None else float("inf"), -1))
+        )
+        most = now = 0
+        for _, step in marks:
+            now += step
+            most = max(most, now)
+        return most
+
+
+@asynccontextmanager
+async def dribbling_receiver(every: float = 0.1) -> AsyncIterator[Dribbler]:
+    """A `Dribbler` on a free loopback port (raw TCP: no HTTP server would answer so badly)."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = await reader.readline()
+        parts = line.split()
+        seen = Connection(parts[1].decode("latin-1") if len(parts) > 1 else "", time.monotonic())
+        dribbler.connections.append(seen)
+        # the rest of the request is read (and dropped) until the sender hangs up
+        drain = asyncio.create_task(_until_closed(reader, seen))
+        try:
+            writer.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while not drain.done():
+                await writer.drain()
+                await asyncio.wait([drain], timeout=dribbler.every)
+                writer.write(b"a")
+        except OSError:
+            pass
+        finally:
+            if seen.closed is None:
+                seen.closed = time.monotonic()
+            drain.cancel()
+            writer.close()
+
+    handlers: set[asyncio.Task[None]] = set()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
+        try:
+            await serve(reader, writer)
+        finally:
+            handlers.discard(task)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    dribbler = Dribbler(url=f"http://127.0.0.1:{port}")
+    try:
+        yield dribbler
+    finally:
+        server.close()
+        for task in list(handlers):
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()
+
+
+async def _until_closed(reader: asyncio.StreamReader, seen: Connection) -> None:
+    try:
+        while await reader.read(65536):
+            pass
+    except OSError:
+        pass
+    # the moment the sender hung up, not when the dribble next notices
+    seen.closed = time.monotonic()

@@ -13,7 +13,13 @@ at a time,
 in cursor order. A 2xx answer acknowledges the event and moves `acked_cursor`; anything else
 (another status, a timeout, a refused address) is a failure: the worker waits with exponential
 backoff and tries the same event again, reading it anew from the log. A failing endpoint only
-delays itself. A restart, a failover or a removed-and-restored database resumes every endpoint
+delays itself.
+
+An attempt (resolving the name, connecting, sending, the answer's status and headers) has one
+deadline in all, not a timeout per read that a receiver answering a byte at a time restarts;
+and it holds one of the deliverer's connections, shared between projects (`shares.Shares`): a
+project's slow receivers hold at most its share, never the connections every other project
+needs. A restart, a failover or a removed-and-restored database resumes every endpoint
 after its `acked_cursor`, so each event arrives at least once; receivers drop repeats by cursor.
 """
 
@@ -25,6 +31,7 @@ import random
 import socket
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,6 +46,7 @@ from memql.leadership import Supervised, take_lock
 from memql.model import MemoryEvent, Webhook
 from memql.settings import Settings
 from memql.webhooks import payload, signing, targets
+from memql.webhooks.shares import Shares
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +87,16 @@ class Deliverer(Supervised):
         backoff: Backoff | None = None,
         poll: float = 0.5,
         batch: int = 500,
+        connections: int = 100,
+        project_connections: int = 10,
     ) -> None:
         super().__init__()
         self._url = database_url
         self._allow_private = allow_private
         self._timeout = timeout
+        self._connections = connections
+        self._project_connections = project_connections
+        self.shares = Shares(connections, project_connections)
         self._backoff = backoff or Backoff()
         self._poll = poll
         self._batch = batch
@@ -99,6 +112,8 @@ class Deliverer(Supervised):
             allow_private=settings.webhooks_allow_private,
             timeout=settings.webhooks_timeout,
             backoff=Backoff(settings.webhooks_backoff_min, settings.webhooks_backoff_max),
+            connections=settings.webhooks_connections,
+            project_connections=settings.webhooks_project_connections,
         )
 
     def final(self, project_id: uuid.UUID) -> int:
@@ -120,6 +135,11 @@ class Deliverer(Supervised):
                 # a proxy from the environment would connect to the host again, unchecked
                 trust_env=False,
                 headers={"User-Agent": USER_AGENT},
+                # the shares bound the connections in use; the pool must never make an attempt
+                # wait (its wait would be shared by every project)
+                limits=httpx.Limits(
+                    max_connections=None, max_keepalive_connections=self._connections
+                ),
                 # headers and body go out as two writes: without NODELAY the body waits for
                 # the receiver's delayed ACK (40 ms on Linux)
                 transport=httpx.AsyncHTTPTransport(
@@ -191,7 +211,17 @@ class Deliverer(Supervised):
     async def post(
         self, http: httpx.AsyncClient, webhook: Webhook, secret: str, event: MemoryEvent
     ) -> str | None:
-        """POST one event; None when the receiver acknowledged it, else what went wrong."""
+        """POST one event; None when the receiver acknowledged it, else what went wrong. The
+        whole attempt, from resolving the name to the answer's headers, has `timeout` seconds."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._attempt(http, webhook, secret, event)
+        except TimeoutError:
+            return f"no answer within {self._timeout:g} s"
+
+    async def _attempt(
+        self, http: httpx.AsyncClient, webhook: Webhook, secret: str, event: MemoryEvent
+    ) -> str | None:
         try:
             target = targets.parse(webhook.url)
             address = (await targets.checked_addresses(target, allow_private=self._allow_private))[
@@ -257,43 +287,56 @@ class _Worker:
         # every event of this endpoint up to here was delivered (or is not one of its types)
         scanned = acked
         failures = self.webhook.failures
+        # events after `acked` read from the log at `read_at`: all of them up to `page_final`
+        # when `complete`
+        page: deque[MemoryEvent] = deque()
+        page_final, complete, read_at = acked, False, 0.0
+        project_id = self.webhook.project_id
         while True:
-            final = self.deliverer.final(self.webhook.project_id)
-            if scanned >= final:
-                self.wake.clear()
-                if self.deliverer.final(self.webhook.project_id) <= scanned:
-                    await self.wake.wait()
-                continue
-            events = await db.pending_events(self.work, self.webhook.id, acked, final, PAGE)
-            read_at = time.monotonic()
-            # a full page may have more behind it
-            complete = len(events) < PAGE
-            for event in events:
-                if time.monotonic() - read_at > FRESH:
-                    # read again: what was erased since must not go out
-                    complete = False
-                    break
-                error = await self.deliverer.post(self.http, self.webhook, self.secret, event)
-                if error is None:
-                    await db.record_delivery(self.work, self.webhook.id, event.cursor)
-                    acked, failures = event.cursor, 0
-                    continue
+            if not page:
+                if complete:
+                    scanned = max(scanned, page_final)
                 complete = False
-                failures += 1
-                delay = self.deliverer.backoff(failures)
-                log.info(
-                    "webhook %s: event %s not delivered (%s); next attempt in %.1fs",
-                    self.webhook.id,
-                    event.cursor,
-                    error,
-                    delay,
-                )
-                await db.record_failure(
-                    self.work,
-                    self.webhook.id,
-                    error[:ERROR_CHARS],
-                    datetime.now(UTC) + timedelta(seconds=delay),
-                )
-                await asyncio.sleep(delay)
-                break
-            scanned = final if complete else acked
+                if scanned >= self.deliverer.final(project_id):
+                    self.wake.clear()
+                    if self.deliverer.final(project_id) <= scanned:
+                        await self.wake.wait()
+                    continue
+            async with self.deliverer.shares.hold(project_id):
+                # Read under the slot: waiting for one may take longer than a page stays fresh,
+                # and what was erased since it was read must not go out.
+                if not page or time.monotonic() - read_at > FRESH:
+                    page_final = self.deliverer.final(project_id)
+                    events = await db.pending_events(
+                        self.work, self.webhook.id, acked, page_final, PAGE
+                    )
+                    read_at = time.monotonic()
+                    # a full page may have more behind it
+                    page, complete = deque(events), len(events) < PAGE
+                    if not page:
+                        continue
+                event = page[0]
+                error = await self.deliverer.post(self.http, self.webhook, self.secret, event)
+            if error is None:
+                await db.record_delivery(self.work, self.webhook.id, event.cursor)
+                acked, failures = event.cursor, 0
+                page.popleft()
+                continue
+            page.clear()
+            complete = False
+            failures += 1
+            delay = self.deliverer.backoff(failures)
+            log.info(
+                "webhook %s: event %s not delivered (%s); next attempt in %.1fs",
+                self.webhook.id,
+                event.cursor,
+                error,
+                delay,
+            )
+            await db.record_failure(
+                self.work,
+                self.webhook.id,
+                error[:ERROR_CHARS],
+                datetime.now(UTC) + timedelta(seconds=delay),
+            )
+            await asyncio.sleep(delay)
