@@ -22,10 +22,13 @@ from memql.embeddings.local import LocalEmbedder
 from memql.model import Access, Grant, MemoryEvent, Scope, Webhook
 from memql.settings import Settings
 from memql.testing import (
+    Dribbler,
     GraphQLClient,
     Receiver,
     Tenant,
+    dribbling_receiver,
     fresh_database,
+    log_event,
     make_tenant,
     serving,
     webhook_receiver,
@@ -401,6 +404,91 @@ async def test_a_target_is_checked_again_when_delivering(receiver: Receiver):
     assert "NAT64 form of 127.0.0.1" in translated
     assert allowed is None
     assert len(receiver.attempts("/rebound")) == 1
+
+
+# --- fairness between projects -------------------------------------------------------------
+
+
+async def register_endpoints(
+    http: httpx.AsyncClient, tenants: list[Tenant], slow: Dribbler, per_project: int
+) -> None:
+    """`per_project` endpoints of each tenant on the dribbling receiver, at /p<i>/e<j>/."""
+    for i, tenant in enumerate(tenants):
+        mallory = GraphQLClient(http, tenant.key, "mallory")
+        for j in range(per_project):
+            await mallory.ok(ADD, {"url": f"{slow.url}/p{i}/e{j}/"})
+
+
+async def test_a_tenants_dribbling_receivers_leave_every_other_tenant_its_webhooks(
+    database_url: str, embedder: LocalEmbedder, receiver: Receiver
+):
+    """The attack, scaled in time: five projects x 20 endpoints on a receiver that starts a 200
+    and then sends one header byte every 0.1 s, so no read timeout ever fires. Each attempt
+    ends at its deadline (`webhooks_timeout`, 1 s here), no project holds more than its share
+    of the deliverer's connections (10 of 100 by default) nor an endpoint more than one, and a
+    sixth project's event arrives at once."""
+    share = 10  # the default MEMQL_WEBHOOKS_PROJECT_CONNECTIONS
+    async with fresh_database(database_url) as url, dribbling_receiver(every=0.1) as slow:
+        hostile = [await make_tenant(url) for _ in range(5)]
+        victim = await make_tenant(url)
+        async with (
+            delivering_server(url, embedder) as base,
+            httpx.AsyncClient(base_url=base, timeout=60) as http,
+        ):
+            await register_endpoints(http, hostile, slow, 20)
+            alice = GraphQLClient(http, victim.key, "alice")
+            await alice.ok(ADD, {"url": f"{receiver.url}/victim"})
+            for tenant in hostile:
+                await log_event(url, tenant.project_id)
+            await until(lambda: len(slow.open()) >= 20, within=10, what="slow receivers busy")
+            cursor, _ = await log_event(url, victim.project_id)
+            await until(lambda: bool(receiver.accepted("/victim")), within=3, what="the victim")
+            assert receiver.accepted("/victim")[0].cursor == cursor
+            # the hostile attempts end at the deadline and start again after their backoff
+            await until(
+                lambda: sum(c.closed is not None for c in slow.connections) >= 5 * share,
+                within=4,
+                what="attempts ended at their deadline",
+            )
+            mallory = GraphQLClient(http, hostile[0].key, "mallory")
+            errors = {w["lastError"] for w in (await mallory.ok(LIST))["webhooks"]}
+        assert "no answer within 1 s" in errors
+    lifetimes = [c.closed - c.opened for c in slow.connections if c.closed is not None]
+    assert lifetimes and max(lifetimes) < 1.0 + 0.5, max(lifetimes)
+    for i in range(5):
+        assert slow.most_at_once(f"/p{i}/") <= share, i
+        assert max(slow.most_at_once(f"/p{i}/e{j}/") for j in range(20)) == 1
+
+
+async def test_a_project_that_holds_no_connection_is_served_next_when_all_are_taken(
+    database_url: str, embedder: LocalEmbedder, receiver: Receiver
+):
+    """Every connection taken and many more attempts waiting (five hostile projects x 10
+    dribbling endpoints, 4 connections, 2 a project): the next connection freed goes to the
+    project that holds none, not to the attempts that queued first, so its event arrives within
+    about one deadline."""
+    async with fresh_database(database_url) as url, dribbling_receiver(every=0.1) as slow:
+        hostile = [await make_tenant(url) for _ in range(5)]
+        victim = await make_tenant(url)
+        settings = replace(
+            deliverable_settings(url), webhooks_connections=4, webhooks_project_connections=2
+        )
+        async with (
+            serving(settings, embedder) as base,
+            httpx.AsyncClient(base_url=base, timeout=60) as http,
+        ):
+            await register_endpoints(http, hostile, slow, 10)
+            await GraphQLClient(http, victim.key, "alice").ok(ADD, {"url": f"{receiver.url}/v"})
+            for tenant in hostile:
+                await log_event(url, tenant.project_id)
+            await until(lambda: len(slow.open()) == 4, within=10, what="every connection taken")
+            _, committed = await log_event(url, victim.project_id)
+            await until(lambda: bool(receiver.accepted("/v")), within=5, what="the victim")
+            waited = receiver.accepted("/v")[0].at - committed
+        assert waited < 1.0 + 1.0, waited
+    assert slow.most_at_once("/") <= 4
+    for i in range(5):
+        assert slow.most_at_once(f"/p{i}/") <= 2
 
 
 async def test_delivery_resumes_after_a_restart_from_the_last_acknowledged_cursor(

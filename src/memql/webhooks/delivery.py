@@ -214,8 +214,12 @@ class Deliverer(Supervised):
         """POST one event; None when the receiver acknowledged it, else what went wrong. The
         whole attempt, from resolving the name to the answer's headers, has `timeout` seconds."""
         try:
-            async with asyncio.timeout(self._timeout):
-                return await self._attempt(http, webhook, secret, event)
+            # wait_for runs the attempt as a task of its own: httpx's shielded clean-up can eat
+            # a cancellation that `asyncio.timeout` counts on, and the worker (cancelled when
+            # the deliverer stops) would go on delivering
+            return await asyncio.wait_for(
+                self._attempt(http, webhook, secret, event), self._timeout
+            )
         except TimeoutError:
             return f"no answer within {self._timeout:g} s"
 

@@ -2,8 +2,9 @@
 
 At most `total` attempts are in flight at once and at most `per_project` of one project (an
 endpoint has one at a time: its worker sends in order). A freed slot goes to the waiting
-project that holds the fewest, the longest-waiting first among equals: a project that holds
-none is served next, however many slots the others hold or wait for. With every attempt
+project that holds the fewest, and among equals to the one served least recently (round robin;
+never served comes first): a project that holds none is served next, however many slots the
+others hold or how long their attempts have queued. With every attempt
 bounded by a deadline, a slot frees within that deadline, so a newcomer waits at most one
 deadline even while every other slot belongs to a hostile project's slow receivers.
 """
@@ -29,6 +30,9 @@ class Shares:
         # per project, its waiters in arrival order, each with its arrival number
         self._waiting: dict[uuid.UUID, deque[tuple[int, asyncio.Future[None]]]] = {}
         self._arrivals = itertools.count()
+        # per project, the number of its last grant (one entry per project that ever delivered)
+        self._last_grant: dict[uuid.UUID, int] = {}
+        self._grants = itertools.count()
 
     @property
     def in_use(self) -> int:
@@ -58,10 +62,10 @@ class Shares:
             if granted.done() and not granted.cancelled():
                 # granted in the same moment: give the slot on
                 self._release(project_id)
-            else:
+            elif entry in queue:  # `_dispatch` drops an entry it finds cancelled
                 queue.remove(entry)
-                if not queue:
-                    self._waiting.pop(project_id, None)
+                if not queue and self._waiting.get(project_id) is queue:
+                    del self._waiting[project_id]
             raise
 
     def _release(self, project_id: uuid.UUID) -> None:
@@ -74,16 +78,16 @@ class Shares:
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Give free slots to waiters: fewest held first, then the earliest arrival."""
+        """Give free slots to waiters: fewest held first, then the least recently served."""
         while self._in_use < self.total:
             eligible = [
-                (self.held(p), queue[0][0], p)
+                (self.held(p), self._last_grant.get(p, -1), queue[0][0], p)
                 for p, queue in self._waiting.items()
                 if queue and self.held(p) < self.per_project
             ]
             if not eligible:
                 return
-            _, _, project_id = min(eligible)
+            *_, project_id = min(eligible)
             queue = self._waiting[project_id]
             _, granted = queue.popleft()
             if not queue:
@@ -92,4 +96,5 @@ class Shares:
                 continue
             self._in_use += 1
             self._held[project_id] = self.held(project_id) + 1
+            self._last_grant[project_id] = next(self._grants)
             granted.set_result(None)
