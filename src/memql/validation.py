@@ -100,24 +100,30 @@ def source(value: Any, limits: Limits) -> dict[str, Any] | None:
 def expires_at(value: datetime | None, now: datetime) -> datetime | None:
     if value is None:
         return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
+    value = instant(value, field="expires_at")
+    assert value is not None
     if value <= now:
         raise BadInput("`expires_at` must be in the future", field="expires_at")
     return value
 
 
-def instant(value: datetime | None) -> datetime | None:
-    """A point in time; one given without a zone is taken as UTC."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
+def instant(value: datetime | None, *, field: str = "time") -> datetime | None:
+    """A point in time; one given without a zone is taken as UTC. It must be a time in UTC
+    too (`0001-01-01T00:00:00+01:00` is not: comparing or storing it overflows)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    storable_instant(value, field=field)
+    return value
 
 
 def time_range(after: datetime | None, before: datetime | None, *, field: str) -> TimeRange:
     """The range [after, before) of `<field>_after` / `<field>_before`; it must not be
     empty."""
-    rng = TimeRange(instant(after), instant(before))
+    rng = TimeRange(
+        instant(after, field=f"{field}_after"), instant(before, field=f"{field}_before")
+    )
     if rng.after is not None and rng.before is not None and rng.after >= rng.before:
         raise BadInput(
             f"`{field}_after` must be earlier than `{field}_before`", field=f"{field}_after"
@@ -136,7 +142,7 @@ def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> N
         source_thread_ids=thread_ids(raw.source_thread_ids, limits),
         source=source(raw.source, limits),
         expires_at=expires_at(raw.expires_at, now),
-        occurred_at=instant(raw.occurred_at),
+        occurred_at=instant(raw.occurred_at, field="occurred_at"),
     )
 
 
@@ -188,6 +194,21 @@ def storable_text(value: str, *, field: str) -> None:
     raise BadInput(f"`{field}` contains {what}, which cannot be stored", field=field)
 
 
+def storable_instant(value: datetime, *, field: str) -> None:
+    """Refuse a time with a zone that falls outside years 1..9999 once in UTC: Python cannot
+    compare it with another zone's time, and the driver cannot send it."""
+    if value.tzinfo is None:
+        return
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise BadInput(
+            f"`{field}` is out of range: once in UTC it must fall between"
+            " 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z",
+            field=field,
+        ) from None
+
+
 def storable_json(value: Any, *, field: str, limits: Limits) -> None:
     """Refuse what JSON text or `jsonb` cannot hold: non-finite numbers, integers beyond 64
     bits, unstorable text in keys or values, nesting deeper than `limits.json_depth`.
@@ -226,6 +247,8 @@ def storable(value: Any, *, field: str, limits: Limits = LIMITS) -> None:
         storable_text(value, field=field)
     elif isinstance(value, dict):
         storable_json(value, field=field, limits=limits)
+    elif isinstance(value, datetime):
+        storable_instant(value, field=field)
     elif is_dataclass(value) and not isinstance(value, type):
         for f in fields(value):
             storable(getattr(value, f.name), field=f.name, limits=limits)

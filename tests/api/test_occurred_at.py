@@ -190,3 +190,62 @@ async def test_agents_save_and_filter_event_time_over_mcp(server, tenant):
             session, "recall_memory", query="dentist", occurred_after="2026-02-12"
         )
         assert recalled["memories"] == []
+
+
+# times that parse, but fall outside years 1..9999 once in UTC
+OUT_OF_RANGE = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-05:00"]
+EVERY_DATE_ARGUMENT = [
+    (
+        'mutation($t: DateTime) { saveMemory(input: {content: "At a time.", kind: EPISODIC, occurredAt: $t})'
+        " { memory { id } } }"
+    ),
+    (
+        'mutation($t: DateTime) { saveMemory(input: {content: "Until a time.", kind: TOPICAL, expiresAt: $t})'
+        " { memory { id } } }"
+    ),
+    *(
+        f"query($t: DateTime) {{ memories({arg}: $t) {{ totalCount }} }}"
+        for arg in (
+            "occurredAfter",
+            "occurredBefore",
+            "createdAfter",
+            "createdBefore",
+            "updatedAfter",
+            "updatedBefore",
+        )
+    ),
+    *(
+        f'query($t: DateTime) {{ recall(query: "time", {arg}: $t) {{ score }} }}'
+        for arg in ("occurredAfter", "occurredBefore")
+    ),
+]
+
+
+async def test_every_date_argument_out_of_range_in_utc_is_bad_input(alice, tenant, db):
+    for query in EVERY_DATE_ARGUMENT:
+        for value in OUT_OF_RANGE:
+            body = await alice.raw(query, {"t": value})
+            error = body["errors"][0]
+            assert error["extensions"]["code"] == "BAD_USER_INPUT", (query, value, body)
+            assert "out of range" in error["message"], error
+    assert (await alice.ok(LIST_OCCURRED))["memories"]["edges"] == []
+
+
+async def test_agents_get_the_same_refusal_for_an_out_of_range_date(server, tenant):
+    from tests.api.test_mcp import credentials, mcp_session, refused
+
+    async with mcp_session(server, credentials(tenant)) as session:
+        for value in OUT_OF_RANGE:
+            for tool, arguments in (
+                (
+                    "save_memory",
+                    {"content": "At a time.", "kind": "episodic", "occurred_at": value},
+                ),
+                (
+                    "save_memory",
+                    {"content": "Until a time.", "kind": "topical", "expires_at": value},
+                ),
+                ("list_memories", {"occurred_after": value}),
+                ("recall_memory", {"query": "time", "occurred_before": value}),
+            ):
+                assert await refused(session, tool, **arguments) == "BAD_USER_INPUT", (tool, value)
