@@ -63,6 +63,7 @@ def create_app(
             introspection=settings.introspection,
             max_writes=settings.limits.batch_save,
             batch_max=settings.batch_max,
+            max_document_bytes=settings.max_document_bytes,
         ),
         max_message_bytes=settings.max_body_bytes,
         persisted_queries=settings.persisted_queries,

@@ -86,6 +86,8 @@ class Settings:
     batch_max: int = 0
     # automatic persisted queries each instance remembers; 0: APQ is off
     persisted_queries: int = 1000
+    # the longest GraphQL document text (comments included), refused before it is parsed
+    max_document_bytes: int = 64 * 1024
     # /metrics on its own port instead of the API's (same host); None: on the API port
     metrics_port: int | None = None
     # a bearer token /metrics requires; None: no token
@@ -177,6 +179,8 @@ class Settings:
             values["batch_max"] = _int("MEMQL_BATCH_MAX", v, minimum=0)
         if v := env.get("MEMQL_PERSISTED_QUERIES"):
             values["persisted_queries"] = _int("MEMQL_PERSISTED_QUERIES", v, minimum=0)
+        if v := env.get("MEMQL_MAX_DOCUMENT_BYTES"):
+            values["max_document_bytes"] = _int("MEMQL_MAX_DOCUMENT_BYTES", v, minimum=1024)
         if v := env.get("MEMQL_METRICS_PORT"):
             values["metrics_port"] = _int("MEMQL_METRICS_PORT", v, minimum=1)
         if v := env.get("MEMQL_METRICS_TOKEN"):

@@ -196,12 +196,12 @@ async def test_agents_save_and_filter_event_time_over_mcp(server, tenant):
 OUT_OF_RANGE = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-05:00"]
 EVERY_DATE_ARGUMENT = [
     (
-        'mutation($t: DateTime) { saveMemory(input: {content: "At a time.", kind: EPISODIC, occurredAt: $t})'
-        " { memory { id } } }"
+        'mutation($t: DateTime) { saveMemory(input: {content: "At a time.", kind: EPISODIC,'
+        " occurredAt: $t}) { memory { id } } }"
     ),
     (
-        'mutation($t: DateTime) { saveMemory(input: {content: "Until a time.", kind: TOPICAL, expiresAt: $t})'
-        " { memory { id } } }"
+        'mutation($t: DateTime) { saveMemory(input: {content: "Until a time.", kind: TOPICAL,'
+        " expiresAt: $t}) { memory { id } } }"
     ),
     *(
         f"query($t: DateTime) {{ memories({arg}: $t) {{ totalCount }} }}"

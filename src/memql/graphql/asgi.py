@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
-from functools import lru_cache
 from http import HTTPStatus
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
-from graphql import GraphQLError, OperationType, get_operation_ast, parse
+from graphql import GraphQLError, OperationDefinitionNode, OperationType, get_operation_ast
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
@@ -45,8 +44,10 @@ from memql.errors import (
     ServiceUnavailable,
     Unauthenticated,
 )
+from memql.graphql import budgets as budget
 from memql.graphql import persisted
 from memql.graphql.context import Context
+from memql.graphql.documents import Documents
 from memql.graphql.rendering import encode_once, graphql_ws_sink, live_sink, transport_ws_sink
 from memql.http_errors import error_response
 from memql.service import MemoryService
@@ -169,21 +170,40 @@ def _refused(error: GraphQLError) -> ExecutionResult:
     return ExecutionResult(data=None, errors=[error])
 
 
-def is_subscription(query: str | None, operation_name: str | None) -> bool:
+def is_subscription(
+    documents: Documents, query: str | None, operation_name: str | None, *, learn: bool
+) -> bool:
     """Whether the operation a request runs is a subscription."""
     # a keyword test first: the parse below is for the few requests that may subscribe
-    return bool(
-        query and "subscription" in query and _operation_is_subscription(query, operation_name)
-    )
-
-
-@lru_cache(maxsize=64)
-def _operation_is_subscription(query: str, operation_name: str | None) -> bool:
-    try:
-        operation = get_operation_ast(parse(query), operation_name)
-    except GraphQLError:
-        return False  # reported by the execution with its own code
+    if not query or "subscription" not in query:
+        return False
+    operation = _operation(documents, query, operation_name, learn=learn)
     return operation is not None and operation.operation is OperationType.SUBSCRIPTION
+
+
+def _operation(
+    documents: Documents, query: str, operation_name: str | None, *, learn: bool
+) -> OperationDefinitionNode | None:
+    """The operation a request names, parsed through the bounded cache; None when the text
+    is too large or does not parse (reported by the execution with its own code)."""
+    try:
+        entry = documents.parse(query, learn=learn)
+    except (GraphQLError, BadInput):
+        return None
+    return get_operation_ast(entry.document, operation_name)
+
+
+def _check_request_shape(item: Mapping[str, Any], where: str) -> None:
+    """An operation's members must be of their types (GraphQL over HTTP), refused with 400."""
+    for name, kinds, what in (
+        ("query", (str,), "a string"),
+        ("operationName", (str,), "a string"),
+        ("variables", (dict,), "an object"),
+        ("extensions", (dict,), "an object"),
+    ):
+        value = item.get(name)
+        if value is not None and not isinstance(value, kinds):
+            raise HTTPException(400, f"{where}`{name}` must be {what} or null, if provided")
 
 
 STREAM_NEEDED = (
@@ -216,6 +236,12 @@ class GraphQLApp(GraphQL[Context, None]):
         super().__init__(schema, **options)
         self._max_message_bytes = max_message_bytes
         self._request_timeout = request_timeout
+        self._documents: Documents = schema.documents
+        self._budgets = budget.Budgets(
+            max_writes=schema.max_writes,
+            max_aliases=schema.max_aliases,
+            max_root_fields=budget.MAX_ROOT_FIELDS,
+        )
 
         # 0 turns automatic persisted queries off
         self._persisted = (
@@ -239,6 +265,62 @@ class GraphQLApp(GraphQL[Context, None]):
                 exc.status_code, exc.reason, code=BadInput.code if unreadable else None
             )
 
+    def _validate_batch_request(self, request_data: list[Any], protocol: Any) -> None:
+        super()._validate_batch_request(request_data, protocol)
+        # Strawberry reads each entry with `.get` and passes its `query` on unchecked
+        for index, item in enumerate(request_data):
+            if not isinstance(item, Mapping):
+                raise HTTPException(400, f"operation {index} of the batch is not a JSON object")
+            _check_request_shape(item, f"operation {index} of the batch: ")
+
+    async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> Any:
+        data = await super().parse_http_body(request)
+        if isinstance(data, GraphQLRequestData):
+            _check_request_shape({"operationName": data.operation_name}, "")
+        return data
+
+    async def execute_operation(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        request_data: GraphQLRequestData | list[GraphQLRequestData],
+        context: Context,
+        root_value: None,
+        sub_response: Response,
+    ) -> Any:
+        if not isinstance(request_data, list):
+            return await super().execute_operation(
+                request, request_adapter, request_data, context, root_value, sub_response
+            )
+        # a batch is one request: one set of budgets, one deadline, operations in order
+        prepared = [self._prepare(data, context, sub_response, batch=True) for data in request_data]
+        planned = [
+            plan
+            for data in prepared
+            if isinstance(data, GraphQLRequestData)
+            and (plan := self._plan(data, context)) is not None
+        ]
+        refusal = budget.over_budget(self._budgets, planned)
+        if refusal is not None:
+            return [
+                data if isinstance(data, ExecutionResult) else _refused(refusal)
+                for data in prepared
+            ]
+        results: list[ExecutionResult] = []
+        # the request's database time (MEMQL_REQUEST_TIMEOUT_SECONDS) is the batch's: past it
+        # nothing more starts, and no statement runs on
+        with request_deadline(self._request_timeout):
+            for data in prepared:
+                if isinstance(data, ExecutionResult):
+                    results.append(data)
+                    continue
+                results.append(
+                    await self._run(
+                        request, request_adapter, sub_response, context, root_value, data
+                    )
+                )
+        return results
+
     async def execute_single(
         self,
         request: Request,
@@ -248,21 +330,37 @@ class GraphQLApp(GraphQL[Context, None]):
         root_value: None,
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
-        # one answer per plain HTTP request: a subscription that did not ask for a multipart
-        # stream gets 400 with a code (executed as a query it would end in an internal error)
-        if is_subscription(request_data.query, request_data.operation_name):
-            sub_response.status_code = 400
-            return _refused(GraphQLError(STREAM_NEEDED, extensions={"code": "BAD_REQUEST"}))
+        prepared = self._prepare(request_data, context, sub_response, batch=False)
+        if isinstance(prepared, ExecutionResult):
+            return prepared
+        with request_deadline(self._request_timeout):
+            return await self._run(
+                request, request_adapter, sub_response, context, root_value, prepared
+            )
+
+    def _prepare(
+        self,
+        request_data: GraphQLRequestData,
+        context: Context,
+        sub_response: Response,
+        *,
+        batch: bool,
+    ) -> GraphQLRequestData | ExecutionResult:
+        """The request with its persisted query filled in, or its refusal."""
         try:
             sha256 = persisted.requested_hash(request_data.extensions)
         except BadInput as exc:
             return _refused(GraphQLError(exc.message, extensions={"code": exc.code}))
-        learn = False
         if sha256 is not None:
             if self._persisted is None:
                 return _refused(persisted.not_supported())
             if request_data.query is None:
-                known = self._persisted.get(sha256)
+                # a project's own queries only: without credentials no hash is known
+                known = (
+                    self._persisted.get(context.principal.project_id, sha256)
+                    if context.authenticated
+                    else None
+                )
                 if known is None:
                     return _refused(persisted.not_found())
                 request_data = replace(request_data, query=known)
@@ -273,18 +371,30 @@ class GraphQLApp(GraphQL[Context, None]):
                         extensions={"code": BadInput.code},
                     )
                 )
-            else:
-                learn = True
-        result = await self._execute_in_time(
-            request, request_adapter, sub_response, context, root_value, request_data
-        )
-        # only a query that parsed and validated is worth keeping
-        valid = result.data is not None or any(e.path for e in result.errors or ())
-        if learn and valid and self._persisted is not None and sha256 and request_data.query:
-            self._persisted.put(sha256, request_data.query)
-        return result
+        # one answer per plain HTTP request: a subscription that did not ask for a multipart
+        # stream gets 400 with a code (executed as a query it would end in an internal error);
+        # checked on the query a hash stands for too
+        if is_subscription(
+            self._documents,
+            request_data.query,
+            request_data.operation_name,
+            learn=context.authenticated,
+        ):
+            if not batch:
+                sub_response.status_code = 400
+            return _refused(GraphQLError(STREAM_NEEDED, extensions={"code": "BAD_REQUEST"}))
+        return request_data
 
-    async def _execute_in_time(
+    def _plan(self, request_data: GraphQLRequestData, context: Context) -> budget.Planned | None:
+        if not request_data.query:
+            return None
+        try:
+            entry = self._documents.parse(request_data.query, learn=context.authenticated)
+        except (GraphQLError, BadInput):
+            return None  # refused when it runs, with its own code
+        return budget.Planned(entry.document, request_data.operation_name, request_data.variables)
+
+    async def _run(
         self,
         request: Request,
         request_adapter: AsyncHTTPRequestAdapter,
@@ -293,13 +403,28 @@ class GraphQLApp(GraphQL[Context, None]):
         root_value: None,
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
-        """One operation within its time with the database (MEMQL_REQUEST_TIMEOUT_SECONDS):
-        however many fields it runs, its checkouts and statements end at one deadline (the
-        operations of a batch start together, so the batch ends by it too)."""
-        with request_deadline(self._request_timeout):
-            return await super().execute_single(
-                request, request_adapter, sub_response, context, root_value, request_data
-            )
+        """One operation, within the deadline its caller set (`request_deadline`)."""
+        result = await super().execute_single(
+            request, request_adapter, sub_response, context, root_value, request_data
+        )
+        self._learn(request_data, context, result)
+        return result
+
+    def _learn(
+        self, request_data: GraphQLRequestData, context: Context, result: ExecutionResult
+    ) -> None:
+        """Keep a persisted query sent with its hash: for the caller's project, once it parsed
+        and validated, and only from a request with valid credentials."""
+        if self._persisted is None or not request_data.query or not context.authenticated:
+            return
+        try:
+            sha256 = persisted.requested_hash(request_data.extensions)
+        except BadInput:
+            return
+        # only a query that parsed and validated is worth keeping
+        valid = result.data is not None or any(e.path for e in result.errors or ())
+        if sha256 is not None and valid:
+            self._persisted.put(context.principal.project_id, sha256, request_data.query)
 
     # every JSON the endpoint reads (a POST body, GET variables, a websocket message) is
     # bounded: too large, too deep or unreadable numbers are malformed JSON, not a crash

@@ -47,6 +47,11 @@ class Context:
         return replace(self, _principal=principal, _auth_error=None)
 
     @property
+    def authenticated(self) -> bool:
+        """Whether the request carries credentials that were accepted."""
+        return self._principal is not None
+
+    @property
     def principal(self) -> Principal:
         if self._principal is None:
             assert self._auth_error is not None

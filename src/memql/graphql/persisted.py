@@ -5,6 +5,11 @@ this instance knows the hash it runs the query it stands for, otherwise it answe
 `PERSISTED_QUERY_NOT_FOUND` and the client sends the query with its hash, which is then kept.
 Each instance keeps its own bounded store (least recently used out first): a miss only costs
 one round trip, so instances need not share it.
+
+The store is per project, and only a request with valid credentials adds to it: a hash finds
+only queries its own project registered (a hash-only request cannot confirm another tenant's
+query text), and neither a caller without credentials nor another tenant can fill or evict a
+project's queries. Each project keeps at most `capacity` queries and `max_chars` characters.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from graphql import GraphQLError
@@ -50,34 +55,46 @@ def not_supported() -> GraphQLError:
     return GraphQLError("PersistedQueryNotSupported", extensions={"code": NOT_SUPPORTED})
 
 
-class PersistedQueries:
-    """At most `capacity` queries by hash and `max_chars` characters of them in all, least
-    recently used out first (comments make a query long without making it costly to run, so
-    the count alone would not bound the memory)."""
+class _Queries:
+    """One project's queries, least recently used first."""
 
-    def __init__(self, capacity: int, max_chars: int = 8_000_000) -> None:
+    def __init__(self) -> None:
+        self.queries: OrderedDict[str, str] = OrderedDict()
+        self.chars = 0
+
+
+class PersistedQueries:
+    """Per project, at most `capacity` queries by hash and `max_chars` characters of them in
+    all, least recently used out first (comments make a query long without making it costly
+    to run, so the count alone would not bound the memory)."""
+
+    def __init__(self, capacity: int, max_chars: int = 2_000_000) -> None:
         self.capacity = capacity
         self.max_chars = max_chars
-        self._queries: OrderedDict[str, str] = OrderedDict()
-        self._chars = 0
+        self._projects: dict[Hashable, _Queries] = {}
 
-    def get(self, sha256: str) -> str | None:
-        query = self._queries.get(sha256)
-        if query is not None:
-            self._queries.move_to_end(sha256)
+    def get(self, project: Hashable, sha256: str) -> str | None:
+        kept = self._projects.get(project)
+        query = kept.queries.get(sha256) if kept is not None else None
+        if query is not None and kept is not None:
+            kept.queries.move_to_end(sha256)
         return query
 
-    def put(self, sha256: str, query: str) -> None:
+    def put(self, project: Hashable, sha256: str, query: str) -> None:
         if len(query) > self.max_chars:
             return
-        previous = self._queries.pop(sha256, None)
+        kept = self._projects.setdefault(project, _Queries())
+        previous = kept.queries.pop(sha256, None)
         if previous is not None:
-            self._chars -= len(previous)
-        self._queries[sha256] = query
-        self._chars += len(query)
-        while len(self._queries) > self.capacity or self._chars > self.max_chars:
-            _, evicted = self._queries.popitem(last=False)
-            self._chars -= len(evicted)
+            kept.chars -= len(previous)
+        kept.queries[sha256] = query
+        kept.chars += len(query)
+        while len(kept.queries) > self.capacity or kept.chars > self.max_chars:
+            _, evicted = kept.queries.popitem(last=False)
+            kept.chars -= len(evicted)
 
     def __len__(self) -> int:
-        return len(self._queries)
+        return sum(len(kept.queries) for kept in self._projects.values())
+
+    def chars(self) -> int:
+        return sum(kept.chars for kept in self._projects.values())

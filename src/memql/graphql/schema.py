@@ -11,15 +11,13 @@ from graphql.validation import MaxIntrospectionDepthRule
 from strawberry.extensions import (
     AddValidationRules,
     MaxAliasesLimiter,
-    MaxTokensLimiter,
-    ParserCache,
     QueryDepthLimiter,
     SchemaExtension,
-    ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
 
 from memql.graphql.asgi import AuthoriseEachOperation
+from memql.graphql.documents import CachedDocuments, Documents
 from memql.graphql.errors import classify
 from memql.graphql.mutation import Mutation
 from memql.graphql.operation_metrics import OperationMetrics
@@ -32,9 +30,17 @@ from memql.settings import LIMITS
 MAX_DEPTH = 10
 MAX_ALIASES = 30
 MAX_TOKENS = 4000
+# the longest document text; comments and whitespace count, the token limit does not weigh them
+MAX_DOCUMENT_BYTES = 64 * 1024
 
 
 class MemqlSchema(strawberry.Schema):
+    # parsed and validated documents, shared by the endpoint's own look at a request
+    documents: Documents
+    # what one request may spend, read by the endpoint for a batch's operations together
+    max_writes: int
+    max_aliases: int
+
     def process_errors(self, errors: list[Any], execution_context: Any = None) -> None:
         # expected errors are answers, not log noise: only the unexpected are logged
         for error in errors:
@@ -61,11 +67,17 @@ class OperationNameRequired(SchemaExtension):
 
 
 def build_schema(
-    *, introspection: bool = True, max_writes: int = LIMITS.batch_save, batch_max: int = 0
-) -> strawberry.Schema:
+    *,
+    introspection: bool = True,
+    max_writes: int = LIMITS.batch_save,
+    batch_max: int = 0,
+    max_document_bytes: int = MAX_DOCUMENT_BYTES,
+) -> MemqlSchema:
     """The schema with memql's limits. `max_writes`: the memories one request may write,
     across all its fields and aliases; `batch_max` > 0 lets one POST carry that many
-    operations (a JSON array), each run like a request of its own."""
+    operations (a JSON array), sharing one request's budgets; `max_document_bytes`: the
+    longest document text, refused before it is parsed."""
+    documents = Documents(max_bytes=max_document_bytes, max_tokens=MAX_TOKENS)
     # The limiters' rules are classes made by their constructors: made once here, so every
     # request validates with the same rules and the validation cache (keyed by them) hits
     rules = [
@@ -77,10 +89,9 @@ def build_schema(
     extensions: list[Any] = [
         OperationMetrics,
         lambda: AddValidationRules(rules),
-        lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-        lambda: ParserCache(maxsize=256),
-        lambda: ValidationCache(maxsize=256),
-        # after the validation cache, whose errors it adds to
+        # parsing (bounded in bytes and tokens) and validation, cached by digest
+        lambda: CachedDocuments(documents),
+        # after validation, whose errors it adds to
         OperationNameRequired,
         lambda: WriteBudget(max_writes=max_writes),
         AuthoriseEachOperation,
@@ -89,7 +100,7 @@ def build_schema(
         from strawberry.extensions import DisableIntrospection
 
         extensions.append(DisableIntrospection)
-    return MemqlSchema(
+    built = MemqlSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
@@ -101,6 +112,9 @@ def build_schema(
         # a live event is executed once per distinct selection, not once per subscriber
         execution_context_class=RenderOnce,
     )
+    built.documents = documents
+    built.max_writes, built.max_aliases = max_writes, MAX_ALIASES
+    return built
 
 
 schema = build_schema()

@@ -1,0 +1,153 @@
+"""GraphQL documents: bounded in size before they are parsed, and parsed and validated once
+per distinct text, in a cache bounded by what it holds.
+
+A document's text is bounded first (`max_bytes`): the token limit does not see how long a
+comment is, so a short query can carry megabytes of `#` lines. The cache is keyed by the
+text's SHA-256 and bounded both by entries and by an estimate of the bytes an entry keeps
+alive (the text, which error locations point into, plus each token and node parsed from it:
+~200-400 bytes a token, measured with tracemalloc on graphql-core 3.3). Strawberry's own
+caches are keyed by the text itself and bounded by count only: 256 texts of 4 MiB, each with
+its token chain, stayed alive. Only requests with credentials add to the cache; anyone may
+read from it, so a caller without credentials can neither fill nor evict it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphql import DocumentNode, GraphQLError, parse
+from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema import validate_document
+
+from memql.errors import BadInput
+
+# estimated bytes a parsed token keeps alive, with its share of the syntax tree
+TOKEN_BYTES = 400
+
+
+def too_large(max_bytes: int) -> BadInput:
+    return BadInput(
+        f"the GraphQL document is larger than {max_bytes} bytes (MEMQL_MAX_DOCUMENT_BYTES)",
+        limit=max_bytes,
+    )
+
+
+def over(query: str, max_bytes: int) -> bool:
+    """Whether `query` is longer than `max_bytes` in UTF-8 (encoded only when it may be)."""
+    if len(query) > max_bytes:
+        return True
+    return len(query) * 4 > max_bytes and len(query.encode("utf-8", "surrogatepass")) > max_bytes
+
+
+@dataclass
+class Entry:
+    document: DocumentNode
+    weight: int
+    # the validation errors of the document, by the rules they were found with
+    validated: dict[tuple[Any, ...], list[GraphQLError]] = field(default_factory=dict)
+
+
+def _tokens(document: DocumentNode) -> int:
+    loc = document.loc
+    token = loc.start_token if loc is not None else None
+    count = 0
+    while token is not None:
+        count += 1
+        token = token.next
+    return count
+
+
+class Documents:
+    """Parsed documents by SHA-256 of their text and parse options; at most `max_entries`
+    and `max_weight` estimated bytes, least recently used out first."""
+
+    def __init__(
+        self,
+        *,
+        max_bytes: int,
+        max_tokens: int,
+        max_entries: int = 256,
+        max_weight: int = 16 * 1024 * 1024,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.max_tokens = max_tokens
+        self.max_entries = max_entries
+        self.max_weight = max_weight
+        self._entries: OrderedDict[str, Entry] = OrderedDict()
+        self.weight = 0
+
+    @staticmethod
+    def key(query: str) -> str:
+        return hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def parse(self, query: str, *, learn: bool) -> Entry:
+        """The entry of `query`, parsed now if it is not kept; kept when `learn`. Raises
+        BadInput for a text over `max_bytes`, GraphQLError for one that does not parse."""
+        if over(query, self.max_bytes):
+            raise too_large(self.max_bytes)
+        key = self.key(query)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            return entry
+        document = parse(query, max_tokens=self.max_tokens)
+        entry = Entry(document, len(query) + TOKEN_BYTES * _tokens(document))
+        if learn:
+            self._keep(key, entry)
+        return entry
+
+    def _keep(self, key: str, entry: Entry) -> None:
+        if entry.weight > self.max_weight:
+            return
+        self._entries[key] = entry
+        self.weight += entry.weight
+        while len(self._entries) > self.max_entries or self.weight > self.max_weight:
+            _, evicted = self._entries.popitem(last=False)
+            self.weight -= evicted.weight
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def may_learn(context: Any) -> bool:
+    """Whether a request may add to the caches: over HTTP and websockets only one that carries
+    valid credentials (an execution in process, without a request's context, may)."""
+    return bool(getattr(context, "authenticated", True))
+
+
+class CachedDocuments(SchemaExtension):
+    """Parsing and validation through `Documents` (in place of Strawberry's ParserCache,
+    ValidationCache and MaxTokensLimiter): a text over the size bound is refused before it is
+    parsed, one over the token limit while it is."""
+
+    def __init__(self, documents: Documents) -> None:
+        self.documents = documents
+        self._entry: Entry | None = None
+
+    def on_parse(self) -> Iterator[None]:
+        context = self.execution_context
+        if context.graphql_document is None and context.query:
+            try:
+                self._entry = self.documents.parse(context.query, learn=may_learn(context.context))
+            except BadInput as exc:
+                # refused as the operation's answer, before the parser sees the text
+                raise GraphQLError(exc.message, original_error=exc) from None
+            context.graphql_document = self._entry.document
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        entry = self._entry
+        if entry is not None and context.graphql_document is entry.document:
+            rules = tuple(context.validation_rules)
+            errors = entry.validated.get(rules)
+            if errors is None:
+                errors = validate_document(context.schema._schema, entry.document, rules)
+                entry.validated[rules] = errors
+            # a copy: later guards add their own errors to the request's list
+            context.pre_execution_errors = list(errors)
+        yield
