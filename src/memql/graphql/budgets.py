@@ -118,5 +118,5 @@ def over_budget(budgets: Budgets, operations: Sequence[Planned]) -> GraphQLError
 
 
 def _refusal(message: str, limit: int) -> GraphQLError:
-    refusal = BadInput(message, limit=limit)
-    return GraphQLError(refusal.message, original_error=refusal)
+    # answered before any operation runs, so the schema's error classifier never sees it
+    return GraphQLError(message, extensions={"code": BadInput.code, "limit": limit})
