@@ -67,9 +67,11 @@ def error_response(
     headers: Mapping[str, str] | None = None,
     **extensions: Any,
 ) -> JSONResponse:
-    """A refusal with `status`: `{"errors": [{"message", "extensions": {"code", ...}}]}`."""
+    """A refusal with `status`: `{"errors": [{"message", "extensions": {"code", ...}}]}`. A
+    message that echoes input holding a lone surrogate is escaped, not a failure to encode."""
+    text = (message or HTTPStatus(status).phrase).encode("utf-8", "backslashreplace").decode()
     return JSONResponse(
-        error_body(message or HTTPStatus(status).phrase, code or code_for(status), **extensions),
+        error_body(text, code or code_for(status), **extensions),
         status_code=status,
         headers=dict(headers) if headers else None,
     )

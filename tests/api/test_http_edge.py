@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -142,13 +143,20 @@ async def test_a_batch_shares_one_field_budget(client, tenant):
         [{"query": TYPENAME, "operationName": 5}],
         {"query": TYPENAME, "operationName": 5},
         {"query": TYPENAME, "operationName": ["a"]},
+        {"query": TYPENAME, "operationName": "\ud800"},
+        {
+            "extensions": {"persistedQuery": {"version": 1, "sha256Hash": "0" * 64}},
+            "operationName": "\ud800",
+        },
+        [{"query": TYPENAME, "operationName": "a b"}],
     ],
     ids=repr,
 )
 @pytest.mark.parametrize("with_credentials", [False, True])
 async def test_a_malformed_operation_is_a_json_400(client, tenant, body, with_credentials):
-    headers = creds(tenant) if with_credentials else {}
-    response = await client.post("/graphql", json=body, headers=headers)
+    headers = {**(creds(tenant) if with_credentials else {}), "Content-Type": "application/json"}
+    # json.dumps escapes a lone surrogate as JSON allows (\ud800)
+    response = await client.post("/graphql", content=json.dumps(body).encode(), headers=headers)
     assert response.status_code == 400, response.text
     assert response.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
 

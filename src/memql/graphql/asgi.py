@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
 from http import HTTPStatus
@@ -193,6 +194,9 @@ def _operation(
     return get_operation_ast(entry.document, operation_name)
 
 
+_NAME = re.compile(r"^[_A-Za-z][_0-9A-Za-z]*$")
+
+
 def _check_request_shape(item: Mapping[str, Any], where: str) -> None:
     """An operation's members must be of their types (GraphQL over HTTP), refused with 400."""
     for name, kinds, what in (
@@ -204,6 +208,10 @@ def _check_request_shape(item: Mapping[str, Any], where: str) -> None:
         value = item.get(name)
         if value is not None and not isinstance(value, kinds):
             raise HTTPException(400, f"{where}`{name}` must be {what} or null, if provided")
+    given = item.get("operationName")
+    if isinstance(given, str) and not _NAME.match(given):
+        # never echoed: it may hold what JSON cannot encode (a lone surrogate)
+        raise HTTPException(400, f"{where}`operationName` is not a GraphQL name")
 
 
 STREAM_NEEDED = (
