@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -455,6 +456,7 @@ async def test_batched_posts(batching_server, fuzz_http, fuzz_db, fuzz_tenant, d
         before = await count_rows(fuzz_db, fuzz_tenant.project_id)
 
 
+_UNENCODABLE = re.compile("[\ud800-\udfff]")
 PERSISTED = st.one_of(
     st.fixed_dictionaries(
         {"version": st.sampled_from([1, 1, 1, 2, "1", None]), "sha256Hash": st.none() | TEXT}
@@ -486,6 +488,8 @@ async def test_persisted_query_requests(batching_server, fuzz_http, data):
                     params = {
                         k: v if isinstance(v, str) else json.dumps(v) for k, v in body.items()
                     }
+                    if any(_UNENCODABLE.search(v) for v in params.values()):
+                        continue  # a URL cannot carry a lone surrogate: POST only
                     response = await http.get("/graphql", params=params, headers=headers)
                 else:
                     response = await http.post(
