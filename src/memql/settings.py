@@ -106,7 +106,7 @@ class Settings:
     pool_project_share: float = 0.5
     # seconds one GraphQL operation (or MCP call) may spend with the database in all; each of
     # its statements is cancelled by PostgreSQL at that deadline (statement_timeout)
-    request_timeout_seconds: float = 10.0
+    request_timeout_seconds: float = 30.0
     # requests a second one credential (API key; browser token's user) or one project may
     # make, each with bursts of `rate_burst_seconds` worth; 0: not limited
     rate_per_key: float = 0.0
