@@ -18,6 +18,14 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.async_api import Browser, BrowserContext, Route, async_playwright
 
+# an init script recording every Content-Security-Policy violation a page meets, as the browser
+# reports it, in `window.violations`
+WATCH_POLICY = """
+window.violations = [];
+document.addEventListener("securitypolicyviolation", (e) =>
+  window.violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+"""
+
 OFFLINE_ARGS = [
     "--no-sandbox",  # CI runs as root
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",

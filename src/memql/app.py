@@ -25,6 +25,7 @@ from memql.origins import CrossOrigin
 from memql.request_body import BodyLimit
 from memql.runtime import Memql, open_memql
 from memql.settings import Settings
+from memql.web.headers import SecurityHeaders
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[
+            Middleware(SecurityHeaders),
             Middleware(CrossOrigin, origins=settings.cors_origins),
             Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
         ],

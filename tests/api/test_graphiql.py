@@ -9,22 +9,36 @@ from urllib.parse import quote
 import pytest
 
 from memql.testing import newest_cursor
+from tests.browser import WATCH_POLICY
 from tests.operations import SAVE
 
 RESPONSE = ".graphiql-response"
 
 
 async def open_graphiql(offline, server: str, tenant, user: str, query: str):
-
-    headers = json.dumps({"Authorization": f"Bearer {tenant.key}", "X-User-Id": user})
-    # what a user types into the Headers pane, as GraphiQL keeps it between visits
-    await offline.context.add_init_script(
-        f"window.localStorage.setItem('graphiql:headers', {json.dumps(headers)});"
-    )
+    await offline.context.add_init_script(WATCH_POLICY)
     page = await offline.context.new_page()
-    await page.goto(f"{server}/graphql?q={quote(query)}")
+    await page.goto(f"{server}/graphql")
     await page.locator(".graphiql-execute-button").wait_for(timeout=20_000)
+    # what a user does: the operation in the editor, the credentials in the Headers pane
+    headers = json.dumps({"Authorization": f"Bearer {tenant.key}", "X-User-Id": user})
+    await page.get_by_role("button", name="Headers").click()
+    await page.evaluate(
+        """([query, headers]) => {
+          document.querySelector(".graphiql-query-editor .CodeMirror").CodeMirror.setValue(query);
+          const tools = document.querySelectorAll(".graphiql-editor-tool .CodeMirror");
+          tools[tools.length - 1].CodeMirror.setValue(headers);
+        }""",
+        [query, headers],
+    )
     return page
+
+
+async def stored_text(page) -> str:
+    """Everything the page left in the browser's storage."""
+    return await page.evaluate(
+        "JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])"
+    )
 
 
 @pytest.mark.usefixtures("web_assets")
@@ -37,6 +51,30 @@ async def test_graphiql_runs_a_query_with_no_internet(offline, server, tenant):
     await response.filter(has_text='"userId": "alice"').wait_for(timeout=20_000)
     assert '"consumer": "AGENT"' in await response.inner_text()
     assert offline.blocked == []  # the page never reached for the internet
+    assert await page.evaluate("window.violations") == []  # its policy forbade nothing it needs
+
+
+@pytest.mark.usefixtures("web_assets")
+async def test_graphiql_keeps_no_credentials_in_storage_and_takes_no_operation_from_the_link(
+    offline, server, tenant
+):
+    page = await open_graphiql(offline, server, tenant, "alice", "{ viewer { userId } }")
+    await page.locator(".graphiql-execute-button").click()
+    await page.locator(RESPONSE).filter(has_text='"userId": "alice"').wait_for(timeout=20_000)
+    await page.reload()
+    await page.locator(".graphiql-execute-button").wait_for(timeout=20_000)
+    stored = await stored_text(page)
+    assert "viewer { userId }" in stored  # GraphiQL keeps the operation...
+    assert "graphiql:queries" in stored  # ...in its history too...
+    assert tenant.key not in stored  # ...but never the key
+
+    planted = "mutation Planted { eraseUserMemories { erased } }"
+    await page.goto(f"{server}/graphql?q={quote(planted)}")
+    await page.locator(".graphiql-execute-button").wait_for(timeout=20_000)
+    editor = await page.evaluate(
+        "document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror.getValue()"
+    )
+    assert "Planted" not in editor
 
 
 @pytest.mark.usefixtures("web_assets")
@@ -54,3 +92,4 @@ async def test_graphiql_delivers_a_subscription_with_no_internet(
     await response.filter(has_text="Keeps a paper notebook.").wait_for(timeout=20_000)
     assert '"type": "memory.created"' in await response.inner_text()
     assert offline.blocked == []
+    assert await page.evaluate("window.violations") == []

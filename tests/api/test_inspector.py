@@ -10,9 +10,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.async_api import expect
 
 from memql.settings import Settings
 from memql.testing import GraphQLClient, Tenant, serving
+from tests.browser import WATCH_POLICY
 from tests.operations import SAVE
 from tests.proxy import TcpProxy
 
@@ -62,6 +64,7 @@ async def test_the_inspector_shows_memories_recall_history_and_a_live_feed(
     await save(alice, "Prefers email for anything long.", key="contact-channel")
     await save(alice, "Prefers Slack for anything long.", key="contact-channel")
 
+    await offline.context.add_init_script(WATCH_POLICY)
     page = await offline.context.new_page()
     await sign_in_with_key(page, proxy.url, tenant, "alice")
     assert page.url == proxy.url + "/inspector/"
@@ -74,10 +77,10 @@ async def test_the_inspector_shows_memories_recall_history_and_a_live_feed(
     await page.fill("#filters input[name=contains]", "staging")
     await page.click("#filters button[type=submit]")
     await cards.filter(has_text="staging cluster").wait_for()
-    await page.wait_for_function("document.querySelectorAll('#memory-list li').length === 1")
+    await expect(cards).to_have_count(1)
     await page.fill("#filters input[name=contains]", "")
     await page.click("#filters button[type=submit]")
-    await page.wait_for_function("document.querySelectorAll('#memory-list li').length === 4")
+    await expect(cards).to_have_count(4)
 
     # a save through the API appears in the open page's feed, and in its list, without a reload
     await save(alice, "Is allergic to peanuts.", category="health", pinned=True)
@@ -102,7 +105,7 @@ async def test_the_inspector_shows_memories_recall_history_and_a_live_feed(
     await page.click("#retire")
     await page.locator("#feed li.memory-retired", has_text="Works from Lisbon").wait_for()
     await page.locator("#restore").wait_for()
-    await page.wait_for_function("document.querySelectorAll('#memory-list li').length === 4")
+    await expect(cards).to_have_count(4)
     await cards.filter(has_text="Prefers Slack").click()
     await history.filter(has_text="Prefers Slack").wait_for()
 
@@ -124,6 +127,9 @@ async def test_the_inspector_shows_memories_recall_history_and_a_live_feed(
     assert all(0.0 <= v <= 1.0 for v in values) and values[3] == 1.0  # it is pinned
     score = float(await hits.first.locator(".score").inner_text())
     assert 0.0 < score <= 1.0
+    pinned_bar = signals.nth(3).locator(".bar i")
+    assert await pinned_bar.evaluate("i => i.style.width") == "100%"
+    assert await page.evaluate("window.violations") == []  # the page's policy blocked nothing
 
     # docs/inspector.png is this screenshot: MEMQL_DOCS_SCREENSHOTS=1 writes it there
     screenshot = DOCS if os.environ.get("MEMQL_DOCS_SCREENSHOTS") == "1" else tmp_path

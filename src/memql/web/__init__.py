@@ -3,6 +3,9 @@
 - GraphiQL on `GET /graphql`: the page is `graphiql.html`; React, GraphiQL and its explorer
   plugin are copied from the npm registry into `vendor/` when the package is built
   (`web/build.py`, run by setup.py) and served under `/assets/vendor/`.
+- GraphiQL's settings and welcome text are `pages/graphiql.js` (and `.css`), under
+  `/assets/pages/`: the page has no inline script or style, which its policy forbids
+  (`headers.py`).
 - The inspector at `/inspector/`: plain HTML, CSS and ES modules in `inspector/`, written here
   and served as they are (no build step); it talks to `/graphql` like any browser app.
 """
@@ -19,6 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 HERE = Path(__file__).parent
 VENDOR = HERE / "vendor"
+PAGES = HERE / "pages"
 INSPECTOR = HERE / "inspector"
 
 MISSING_ASSETS = """<!doctype html>
@@ -54,6 +58,8 @@ async def to_inspector(request: Request) -> Response:
 def routes() -> list[BaseRoute]:
     return [
         Mount("/assets/vendor", StaticFiles(directory=VENDOR, check_dir=False), name="vendor"),
+        # the pages' own scripts and styles: no inline code, so the pages' policy allows none
+        Mount("/assets/pages", StaticFiles(directory=PAGES), name="pages"),
         Route("/inspector", to_inspector),
         Mount("/inspector", StaticFiles(directory=INSPECTOR, html=True), name="inspector"),
     ]

@@ -46,6 +46,8 @@ function el(tag, attrs = {}, ...children) {
   for (const [name, value] of Object.entries(attrs)) {
     if (value === false || value == null) continue;
     if (name === "class") node.className = value;
+    // through the CSSOM: the page's policy refuses style attributes (no 'unsafe-inline')
+    else if (name === "style") Object.assign(node.style, value);
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? "" : value);
   }
@@ -221,7 +223,7 @@ function signalBars(hit) {
         "span",
         { class: `signal ${name}`, title: `${name} ${hit.signals[name].toFixed(3)}` },
         el("span", { class: "name" }, name),
-        el("span", { class: "bar" }, el("i", { style: `width: ${hit.signals[name] * 100}%` })),
+        el("span", { class: "bar" }, el("i", { style: { width: `${hit.signals[name] * 100}%` } })),
         el("span", { class: "value" }, hit.signals[name].toFixed(2)),
       ),
     ),
