@@ -170,26 +170,50 @@ async def _reembed(settings: Settings, batch_size: int, *, progress: bool) -> in
 
 
 def serve(settings: Settings) -> int:
+    """Run the server. A start that fails for a reason a user can fix (PostgreSQL unreachable
+    or without pgvector, a missing database, a bad policy module or data directory, the port
+    in use) prints one line and returns 2; the port is taken before anything starts."""
     import uvicorn
 
     from memql.app import create_app
+    from memql.startup import StartFailed, StartupWatch, bind, explain, quiet_uvicorn
 
+    try:
+        sock = bind(settings.host, settings.port)
+    except StartFailed as exc:
+        print(f"memql: {exc}", file=sys.stderr)
+        return 2
     print(
         f"memql: GraphQL (and GraphiQL) at http://{settings.host}:{settings.port}/graphql",
         file=sys.stderr,
     )
+    app = StartupWatch(create_app(settings, freeze_startup=True))
+    quiet_uvicorn()
     # ping websockets ourselves: graphql-transport-ws has no server-side keep-alive
-    uvicorn.run(
-        create_app(settings, freeze_startup=True),
-        host=settings.host,
-        port=settings.port,
+    config = uvicorn.Config(
+        app,
         log_level="info",
+        lifespan="on",
         ws_ping_interval=20,
         ws_ping_timeout=20,
         # events are small and go to many sockets: compressing each per socket cost 20-40%
         # more CPU per delivery and ~38 KB of memory per subscriber (bench/realtime_latency.py)
         ws_per_message_deflate=False,
     )
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:
+        if app.failure is None:  # uvicorn's own exit on a failed start
+            raise
+    finally:
+        sock.close()
+    if app.failure is not None:
+        line = explain(app.failure)
+        if line is None:
+            raise app.failure
+        print(f"memql: {line}", file=sys.stderr)
+        return 2
     return 0
 
 
