@@ -99,15 +99,34 @@ def create_app(
                 },
                 status_code=503,
             )
-        return JSONResponse(
-            {
-                "status": "ready",
-                "database": "up",
-                "embedder": memql.embedder.model,
-                **memql.realtime.state(),
-                "webhooks": memql.webhooks.state(),
-            }
-        )
+        body = {
+            "status": "ready",
+            "database": "up",
+            "embedder": memql.embedder.model,
+            **memql.realtime.state(),
+            "webhooks": memql.webhooks.state(),
+        }
+        broadcast = body["broadcast"]
+        if broadcast["state"] != "up" and not broadcast["reconnects"]:
+            # never connected since the start (a wrong or dead REDIS_URL): subscribers here
+            # would get nothing, so the instance is not ready
+            return JSONResponse(
+                {
+                    **body,
+                    "status": "unavailable",
+                    **http_errors.error_body(
+                        f"the broadcast ({broadcast['backend']}, REDIS_URL) has not connected"
+                        " since the start: live subscriptions would get no events",
+                        "SERVICE_UNAVAILABLE",
+                    ),
+                },
+                status_code=503,
+            )
+        if broadcast["state"] != "up":
+            # lost after it was up: queries and writes work, subscribers catch up from the
+            # event log once it is back; taking every instance out would stop those too
+            body["status"] = "degraded"
+        return JSONResponse(body)
 
     routes = [
         Route("/graphql", graphql, methods=["GET", "POST"]),
