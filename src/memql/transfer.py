@@ -8,6 +8,9 @@ so a move between instances of one model skips the model, and embeds the rest. I
 and the version chain are kept, so an export imported into an empty project is the same memory
 store.
 
+An import into a project other than the one exported, on the server that holds the original, is
+refused before anything is embedded (`refuse_foreign`): ids are global.
+
 An import is atomic: the whole file is written in one transaction. Each record is held to the
 rules the API applies to what it stores (`validation`: text and JSON nothing downstream can
 hold, the limits, the shapes of key, category, thread ids, source and user id) before its batch
@@ -208,6 +211,26 @@ async def _batches(
         yield batch
 
 
+async def refuse_foreign(conn: Conn, batch: list[Record], project_id: uuid.UUID) -> None:
+    """BadInput when another project of this server holds a record's id, before the batch is
+    embedded. Ids are global and an import keeps them (so that importing a file again adds
+    nothing): a record of another project cannot go in as itself, and is not copied under a
+    new id either, since a second run would then copy everything again."""
+    held = await db_transfer.held_elsewhere(conn, [r.memory.id for r in batch], project_id)
+    if not held:
+        return
+    holders = dict(held)
+    first = next(r for r in batch if r.memory.id in holders)  # the first line, in file order
+    memory_id, other, line = first.memory.id, holders[first.memory.id], first.line
+    raise BadInput(
+        f"line {line}: memory {memory_id} belongs to another project on this server"
+        f" ({other}); an export imports into the project it came from, or into a project of"
+        " another server (ids are kept, and are unique per server). Nothing was imported",
+        line=line,
+        field="id",
+    )
+
+
 async def import_(
     conn: Conn,
     project_id: uuid.UUID,
@@ -232,6 +255,7 @@ async def import_(
         pending: tuple[list[Record], asyncio.Future[list[Vector]]] | None = None
         try:
             async for batch in _batches(lines, project_id, limits or LIMITS):
+                await refuse_foreign(conn, batch, project_id)
                 kept = kept_vectors(batch, embedder)
                 embedded += sum(vector is None for vector in kept)
                 embedding = asyncio.ensure_future(filled(batch, kept, embedder))

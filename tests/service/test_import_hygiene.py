@@ -173,3 +173,40 @@ async def test_a_vector_of_another_model_is_left_and_the_content_embedded(
     model, vector = await cur.fetchone()
     assert model == embedder.model
     assert np.allclose(np.asarray(vector), expected, atol=1e-6)
+
+
+class CountingEmbedder:
+    """The tests' embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.model, self.dimensions, self.texts = (
+            inner,
+            inner.model,
+            inner.dimensions,
+            0,
+        )
+
+    async def embed(self, texts: list[str]) -> Any:
+        self.texts += len(texts)
+        return await self.inner.embed(texts)
+
+
+async def test_an_export_imported_into_another_project_of_its_server_is_refused_before_embedding(
+    database_url, db, embedder
+):
+    source, target = await make_tenant(database_url), await make_tenant(database_url)
+    lines = [line(record("Prefers tea.")), line(record("Lives in Oslo."))]
+    async with await system_connection(database_url) as conn:
+        assert await transfer.import_(conn, source.project_id, lines, embedder) == (2, 0, 2)
+    counting = CountingEmbedder(embedder)
+    async with await system_connection(database_url) as conn:
+        with pytest.raises(BadInput) as refused:
+            await transfer.import_(conn, target.project_id, lines, counting, Limits())
+    # today's answer was "imported 0 (2 already present)", after embedding every record
+    assert refused.value.extensions == {"line": 1, "field": "id"}
+    assert "belongs to another project on this server" in refused.value.message
+    assert counting.texts == 0
+    assert await stored(db, target.project_id) == 0
+    # its own project still takes it again, adding nothing
+    async with await system_connection(database_url) as conn:
+        assert await transfer.import_(conn, source.project_id, lines, embedder) == (0, 2, 2)

@@ -54,3 +54,14 @@ async def insert_imported(
             ],
         )
         return cur.rowcount
+
+
+async def held_elsewhere(
+    conn: Conn, ids: Sequence[uuid.UUID], project_id: uuid.UUID
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Those of `ids` that a project other than `project_id` holds, with that project."""
+    cur = await conn.execute(
+        "select id, project_id from memories where id = any(%s) and project_id <> %s",
+        (list(ids), project_id),
+    )
+    return [(row[0], row[1]) for row in await cur.fetchall()]
