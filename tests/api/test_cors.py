@@ -4,6 +4,7 @@ refused both (the websocket check is the defence against cross-site websocket hi
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+import websockets
 
 from memql.settings import Settings, parse_origins
 from memql.testing import GraphQLClient, Tenant, newest_cursor, serving
@@ -226,3 +228,42 @@ async def test_preflight_answers_name_the_origin_and_the_credential_headers(site
         # the health endpoints are not part of the cross-origin API
         health = await http.get("/healthz", headers={"Origin": listed})
         assert "access-control-allow-origin" not in health.headers
+
+
+async def test_a_refused_preflight_or_handshake_is_logged_naming_memql_cors_origins(
+    sites, cors_server, server, caplog
+):
+    _, unlisted = sites
+    ask = {"Origin": unlisted, "Access-Control-Request-Method": "POST"}
+    caplog.set_level(logging.WARNING)
+    for base in (cors_server, server):  # an origin not listed; no origin listed at all
+        caplog.clear()
+        async with httpx.AsyncClient(base_url=base) as http:
+            refused = await http.options("/graphql", headers=ask)
+        assert refused.status_code == 400, refused.text  # without a list: was a bare 405
+        assert refused.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+        assert any(
+            "MEMQL_CORS_ORIGINS" in r.getMessage() and unlisted in r.getMessage()
+            for r in caplog.records
+        ), caplog.text
+
+        caplog.clear()
+        ws_url = base.replace("http://", "ws://") + "/graphql"
+        with pytest.raises(websockets.InvalidStatus) as closed:
+            async with websockets.connect(
+                ws_url, origin=unlisted, subprotocols=["graphql-transport-ws"]
+            ):
+                pass
+        assert closed.value.response.status_code == 403
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("MEMQL_CORS_ORIGINS" in m and unlisted in m for m in messages), messages
+        assert not any("allowed_origins" in m for m in messages), messages
+
+
+async def test_a_websocket_without_origin_or_from_its_own_origin_still_connects(server):
+    ws_url = server.replace("http://", "ws://") + "/graphql"
+    for origin in (None, server):
+        async with websockets.connect(
+            ws_url, origin=origin, subprotocols=["graphql-transport-ws"]
+        ) as ws:
+            assert ws.response.status_code == 101  # the handshake was accepted
