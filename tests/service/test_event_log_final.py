@@ -227,7 +227,7 @@ async def test_cursors_held_from_the_global_log_resume_exactly_after_the_migrati
         assert hook_acked == (7,)
         viewer_of_a = 7
 
-        assert await migrate(url) == ["011_project_cursors"]
+        assert (await migrate(url))[0] == "011_project_cursors"  # and any later one
         async with service_of(url, embedder) as service:
             alice = principal_of(a)
             # every cursor a client of `a` holds is still a valid `since`, even the global one
