@@ -86,6 +86,13 @@ async def test_graphiql_delivers_a_subscription_with_no_internet(
         f'subscription Live {{ memoryEvents(since: "{since}") {{ type memory {{ content }} }} }}'
     )
     page = await open_graphiql(offline, server, tenant, "alice", subscription)
+    # GraphiQL learns which operation the editor holds a moment after it changes (and keeps it
+    # in its tab state); a click before that runs an unnamed operation, which its fetcher sends
+    # over HTTP, not the websocket
+    await page.wait_for_function(
+        """() => (localStorage.getItem("graphiql:tabState") || "").includes('"operationName":"Live"')""",
+        timeout=20_000,
+    )
     await page.locator(".graphiql-execute-button").click()
     await alice.ok(SAVE, {"input": {"content": "Keeps a paper notebook.", "kind": "TOPICAL"}})
     response = page.locator(RESPONSE)

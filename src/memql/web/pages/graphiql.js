@@ -20,7 +20,8 @@ const explorer = GraphiQLPluginExplorer.explorerPlugin();
 
 // GraphiQL 3 writes headers into localStorage even with shouldPersistHeaders off: in its
 // history ("graphiql:queries", each run with its headers) and its favourites. This storage
-// keeps operations and variables and drops every "headers" (and "response") it is given.
+// keeps operations, variables and the tabs' last responses (GraphiQL reads those back to show
+// them) and drops every "headers" it is given.
 const KEPT_OUT = new Set(["graphiql:headers"]);
 const storage = {
   getItem: (key) => localStorage.getItem(key),
@@ -44,7 +45,7 @@ function withoutSecrets(value) {
     return value; // plain text: a query, a flag
   }
   return JSON.stringify(parsed, (key, inner) =>
-    key === "headers" || key === "response" ? null : inner,
+    key === "headers" ? null : inner,
   );
 }
 
