@@ -90,7 +90,8 @@ async def test_graphiql_delivers_a_subscription_with_no_internet(
     # in its tab state); a click before that runs an unnamed operation, which its fetcher sends
     # over HTTP, not the websocket
     await page.wait_for_function(
-        """() => (localStorage.getItem("graphiql:tabState") || "").includes('"operationName":"Live"')""",
+        """() => (localStorage.getItem("graphiql:tabState") || "")
+                   .includes('"operationName":"Live"')""",
         timeout=20_000,
     )
     await page.locator(".graphiql-execute-button").click()
