@@ -132,13 +132,16 @@ async def test_one_pass_checks_every_stream_with_one_call_per_checker(tenant):
             outcomes.append(alice)
         return outcomes
 
+    async def epoch() -> int:
+        return 0
+
     rechecker = Rechecker(interval=60)
     woken: list[str] = []
     async with AsyncExitStack() as stack:
         watches = [
             stack.enter_context(
                 rechecker.watch(
-                    Recheck(check_many, {"X-User-Id": f"user-{i}"}),
+                    Recheck(check_many, {"X-User-Id": f"user-{i}"}, epoch),
                     [Scope.USER, Scope.PROJECT],
                     lambda i=i: woken.append(f"user-{i}"),
                 )

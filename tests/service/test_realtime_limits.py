@@ -89,7 +89,10 @@ async def test_a_grant_withdrawn_while_streaming_ends_the_stream(database_url, e
         async def check_many(credentials) -> list[Principal | MemqlError]:
             return [replace(alice, grant=grant) for _ in credentials]
 
-        stream = service.memory_events(alice, recheck=Recheck(check_many, {}))
+        async def epoch() -> int:
+            return 0
+
+        stream = service.memory_events(alice, recheck=Recheck(check_many, {}, epoch))
         waiting = asyncio.create_task(anext(stream))
         await asyncio.sleep(0.5)
         assert not waiting.done(), "the stream ended while the grant still allowed it"

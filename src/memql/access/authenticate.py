@@ -76,6 +76,13 @@ class Authenticator:
             CredentialCache()
         )
 
+    async def credential_epoch(self) -> int:
+        """The credential epoch now (`tenants.credential_epoch`): credentials confirmed after
+        this call reflect every change it counts. CredentialsUnavailable when the database
+        cannot answer."""
+        async with self._sessions.lookup() as conn:
+            return await tenants.credential_epoch(conn)
+
     async def authenticate(self, headers: Iterable[tuple[str, str]]) -> Principal:
         """`headers`: (name, value) pairs as text, every one the request sent (HTTP transports
         read them with `identity.http_headers`). Raises Unauthenticated, NotEntitled (answered

@@ -18,6 +18,10 @@ kept until it is back, so a notification missed meanwhile cannot leave a revoked
 An answer resolved while a notification arrived is not kept, and a kept answer whose probe
 overlapped one is resolved again (generation checks). Entries also
 expire after `ttl` seconds, which bounds how stale `last_used_at` gets.
+
+Whoever else must act on a change at once (open streams re-check their credentials before
+their next delivery, realtime/recheck.py) registers with `on_change`: it is called for every
+notification, and when the listener (re)connects, since anything may have changed meanwhile.
 """
 
 from __future__ import annotations
@@ -47,6 +51,20 @@ class CredentialCache(Generic[T]):
         self._entries: OrderedDict[object, tuple[float, T]] = OrderedDict()
         self._generation = 0
         self.listening = False
+        self._on_change: list[Callable[[], None]] = []
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call `callback` whenever credentials may have changed (see the module's docstring)."""
+        if callback not in self._on_change:
+            self._on_change.append(callback)
+
+    def _changed(self) -> None:
+        self.forget()
+        for callback in list(self._on_change):
+            try:
+                callback()
+            except Exception:
+                log.exception("a credential change callback failed")
 
     def forget(self) -> None:
         self._entries.clear()
@@ -96,11 +114,11 @@ class CredentialCache(Generic[T]):
                 async with await owner_connection(url, autocommit=True, connect_timeout=5) as conn:
                     await conn.execute(f"listen {CHANNEL}")
                     # anything may have changed while no one listened
-                    self.forget()
                     self.listening = True
+                    self._changed()
                     while True:
                         async for _ in conn.notifies(timeout=health_every):
-                            self.forget()
+                            self._changed()
                         # a quiet channel: make sure the connection still answers
                         await asyncio.wait_for(conn.execute("select 1"), health_every)
             except asyncio.CancelledError:

@@ -178,6 +178,16 @@ async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
     return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row))
 
 
+async def credential_epoch(conn: Conn) -> int:
+    """The credential epoch: raised by every change that could revoke a credential (a key
+    revoked, moved or given another consumer; a project's entitlement, token trust or existence;
+    `012_credential_epoch.sql`). A credential confirmed after reading epoch E reflects every
+    change up to E."""
+    cur = await conn.execute("select epoch from credential_epoch")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
 async def key_holds(conn: Conn, key_id: uuid.UUID, project_id: uuid.UUID) -> bool:
     """Whether the key is still live, of `project_id`, and the project still entitled."""
     cur = await conn.execute(

@@ -40,7 +40,12 @@ class Subscription:
         if authenticator is None or credentials is None:
             raise BadInput("subscribe over a websocket or a multipart HTTP request on /graphql")
 
-        recheck = Recheck(authenticator.authenticate_many, credentials)
+        recheck = Recheck(
+            authenticator.authenticate_many,
+            credentials,
+            epoch=authenticator.credential_epoch,
+            on_change=authenticator.cache.on_change,
+        )
         events = context.service.memory_events(principal, scope=scope, since=since, recheck=recheck)
         # a websocket operation writes an event its selection was already executed on (for
         # another subscriber) straight to its socket; the rest take GraphQL's path

@@ -50,12 +50,16 @@ class Inbox:
         self._limit = limit
         self._wake = asyncio.Event()
         self.overflowed = False
+        # when the newest event in the inbox reached this instance (time.monotonic())
+        self.arrived = 0.0
         # messages may have been lost (the bus reconnected): read the event log again
         self.resync = False
 
-    def push(self, event: MemoryEvent) -> None:
+    def push(self, event: MemoryEvent, at: float | None = None) -> None:
+        """`at`: when the event reached this instance (time.monotonic()), if known."""
         if self.overflowed:
             return
+        self.arrived = time.monotonic() if at is None else at
         if len(self._items) >= self._limit:
             self.overflowed = True
             self._items.clear()
@@ -245,8 +249,10 @@ class EventBus:
                     except (ValueError, KeyError, TypeError):
                         log.warning("ignoring a malformed message on %s", name)
                         continue
+                    # it committed before this moment (the relay read it from a snapshot)
+                    at = time.monotonic()
                     for box in list(channel.inboxes.get(wire.event_route(decoded), ())):
-                        box.push(decoded)
+                        box.push(decoded, at)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

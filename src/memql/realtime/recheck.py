@@ -1,10 +1,24 @@
-"""Credentials of live streams, checked again together: one pass per interval for every stream
-of the instance, one lookup per distinct credential (an API key serving a thousand users is
-looked up once), instead of one lookup per subscriber.
+"""Credentials of live streams, checked again together: one pass for every stream of the
+instance that needs it, one lookup per distinct credential (an API key serving a thousand users
+is looked up once), instead of one lookup per subscriber.
 
 A stream registers what it subscribed with (`Recheck`) and its scopes; when a pass finds the
 credentials refused, or the grant no longer reading a subscribed scope, the stream is told
 (`Watch.failure`) and woken, and ends with that error.
+
+Revocation reaches a stream before its next delivery, not only at the next periodic pass.
+Every change that could revoke a credential raises the *credential epoch* in the database
+(`tenants.credential_epoch`). A pass reads the epoch before it authenticates, so a stream it
+confirms is confirmed *at* that epoch (`Watch.confirmed`): every change counted up to it is
+reflected. Before delivering events, a stream reads the epoch after they reached it
+(`Rechecker.epoch_after`, one read shared by every stream of the instance) and, when its
+confirmation is older, waits for a pass (`Rechecker.confirm`). An event reaches a stream only
+after it committed, so a revocation that committed before the event is counted in that epoch,
+and the stream ends instead of delivering it, whether or not the notification of the change has
+arrived yet. The notification (`memql_credentials`, heard by the credential cache's listener)
+starts a pass at once, so a stream whose credentials were revoked ends even when no event
+follows. A grant that a policy narrows by itself (no database change) is seen by the periodic
+pass, every `interval` seconds.
 """
 
 from __future__ import annotations
@@ -12,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -23,15 +38,24 @@ log = logging.getLogger(__name__)
 # credentials are (header name, value) pairs, as `Authenticator.authenticate` takes them
 Credentials = list[tuple[str, str]]
 CheckMany = Callable[[Sequence[Credentials]], Awaitable[list[Principal | MemqlError]]]
+ReadEpoch = Callable[[], Awaitable[int]]
+# registers a callback for "credentials may have changed" (the credential cache's `on_change`)
+OnChange = Callable[[Callable[[], None]], None]
+
+UNCONFIRMED = -1
 
 
 @dataclass(frozen=True)
 class Recheck:
     """How to check one stream's credentials again: `check_many` answers for many credentials
-    in one call (streams sharing it are checked together), `credentials` are this stream's."""
+    in one call (streams sharing it are checked together), `credentials` are this stream's,
+    `epoch` reads the credential epoch, and `on_change` (when given) tells when credentials
+    may have changed."""
 
     check_many: CheckMany
     credentials: Credentials
+    epoch: ReadEpoch
+    on_change: OnChange | None = None
 
 
 class Watch:
@@ -40,13 +64,16 @@ class Watch:
         self.scopes = scopes
         self.wake = wake
         self.failure: MemqlError | None = None
+        # the credential epoch at which the credentials were last confirmed
+        self.confirmed = UNCONFIRMED
 
-    def judge(self, outcome: Principal | MemqlError) -> None:
+    def judge(self, outcome: Principal | MemqlError, epoch: int) -> None:
         if isinstance(outcome, MemqlError):
             self.failure = outcome
         else:
             lost = [s.value for s in self.scopes if not outcome.grant.for_scope(s).can_read]
             if not lost:
+                self.confirmed = max(self.confirmed, epoch)
                 return
             self.failure = Forbidden(
                 f"the grant no longer allows reading {', '.join(lost)}-scope memories; the"
@@ -56,10 +83,38 @@ class Watch:
         self.wake()
 
 
+class _Latest:
+    """The epoch, read by a query that started no earlier than a given moment; concurrent
+    callers share one read."""
+
+    def __init__(self, read: ReadEpoch) -> None:
+        self._read = read
+        self._task: asyncio.Task[int] | None = None
+        self._started = float("-inf")
+
+    async def after(self, moment: float) -> int:
+        while True:
+            task = self._task
+            if task is not None and self._started >= moment:
+                return await asyncio.shield(task)
+            if task is None or task.done():
+                self._started = time.monotonic()
+                self._task = asyncio.ensure_future(self._read())
+                continue
+            # a read started too early is running: let it end, then read again
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+
 class Rechecker:
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self._watches: dict[Watch, None] = {}
+        self._latest: dict[ReadEpoch, _Latest] = {}
+        self._hooked: set[OnChange] = set()
+        self._pass: asyncio.Task[None] | None = None
+        self._pass_full = False
+        self._soon = asyncio.Event()
 
     @contextlib.contextmanager
     def watch(
@@ -67,31 +122,85 @@ class Rechecker:
     ) -> Iterator[Watch]:
         w = Watch(recheck, scopes, wake)
         self._watches[w] = None
+        if recheck.on_change is not None and recheck.on_change not in self._hooked:
+            self._hooked.add(recheck.on_change)
+            recheck.on_change(self.changed)
+        # confirm the new stream while it sets up, so its first delivery need not wait
+        self._soon.set()
         try:
             yield w
         finally:
             self._watches.pop(w, None)
 
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.check_all()
+    def changed(self) -> None:
+        """Credentials may have changed: check now every stream not confirmed at the current
+        epoch (a change that could revoke a credential raised it: every stream)."""
+        self._soon.set()
 
-    async def check_all(self) -> None:
-        """One pass: every live stream's credentials, one call per checker."""
+    async def run(self) -> None:
+        """Every `interval` seconds a pass over every stream; sooner, as asked, a pass over the
+        streams that need one."""
+        deadline = time.monotonic() + self.interval
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._soon.wait()
+            self._soon.clear()
+            if time.monotonic() >= deadline:
+                self._pass_full = True
+                deadline = time.monotonic() + self.interval
+            with contextlib.suppress(Exception):
+                await self._one_pass()
+            if self._pass_full:
+                self._soon.set()  # a pass was running: the full one is still to do
+
+    async def epoch_after(self, recheck: Recheck, moment: float) -> int:
+        """The credential epoch read by a query that started at `moment` (time.monotonic())
+        or later: it counts every change that committed before then."""
+        latest = self._latest.get(recheck.epoch)
+        if latest is None:
+            latest = self._latest[recheck.epoch] = _Latest(recheck.epoch)
+        return await latest.after(moment)
+
+    async def confirm(self, watch: Watch, epoch: int) -> None:
+        """Return once `watch`'s credentials are confirmed at `epoch` or later, or it has
+        failed (`watch.failure`)."""
+        while watch.failure is None and watch.confirmed < epoch:
+            await self._one_pass()
+
+    async def _one_pass(self) -> None:
+        """Run a pass, or wait for the one running and then run one more if still needed."""
+        running = self._pass
+        if running is not None and not running.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(running)
+            return
+        full, self._pass_full = self._pass_full, False
+        self._pass = asyncio.ensure_future(self.check_all(full=full))
+        await asyncio.shield(self._pass)
+
+    async def check_all(self, *, full: bool = True) -> None:
+        """One pass: the streams' credentials (every stream's when `full`, else only those not
+        confirmed at the current epoch), one call per checker."""
         groups: dict[CheckMany, list[Watch]] = {}
         for w in list(self._watches):
             if w.failure is None:
                 groups.setdefault(w.recheck.check_many, []).append(w)
         for check_many, watches in groups.items():
             try:
+                # read before authenticating: what the pass confirms reflects this epoch
+                epoch = await watches[0].recheck.epoch()
+                if not full:
+                    watches = [w for w in watches if w.confirmed < epoch]
+                    if not watches:
+                        continue
                 outcomes = await check_many([w.recheck.credentials for w in watches])
             except MemqlError as exc:
-                outcomes = [exc] * len(watches)
+                epoch, outcomes = UNCONFIRMED, [exc] * len(watches)
             except Exception:
                 # fail closed: a stream whose credentials cannot be checked ends
                 log.exception("checking the credentials of live streams failed")
                 failed = CredentialsUnavailable("credentials cannot be checked right now")
-                outcomes = [failed] * len(watches)
+                epoch, outcomes = UNCONFIRMED, [failed] * len(watches)
             for w, outcome in zip(watches, outcomes, strict=True):
-                w.judge(outcome)
+                w.judge(outcome, epoch)

@@ -10,25 +10,32 @@ The order of steps is what makes the seam exact:
    below the last one delivered.
 
 When the bus reconnects (messages may have been lost), the inbox asks for a resync and steps 2
-and 3 run again from the last cursor delivered. Credentials are checked again every
-`recheck_interval` seconds; a revoked key or a withdrawn grant ends the stream with an error.
+and 3 run again from the last cursor delivered.
+
+Nothing is delivered on credentials that may no longer hold: before yielding a replayed page or
+the events taken from the inbox, the stream reads the credential epoch after they reached it
+and waits until its credentials are confirmed at that epoch (`recheck.py`). A key revoked, a
+project disabled or a grant narrowed by a database change before an event committed ends the
+stream with that error instead of delivering the event. Credentials are also checked again
+every `recheck_interval` seconds, and at once when the database announces a change.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from memql import metrics
 from memql.db import events as db_events
 from memql.db.session import Sessions
-from memql.errors import BadInput, MemqlError, SubscriberBehind
+from memql.errors import BadInput, CredentialsUnavailable, MemqlError, SubscriberBehind
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime import wire
 from memql.realtime.bus import EventBus
-from memql.realtime.recheck import Recheck, Rechecker
+from memql.realtime.recheck import Recheck, Rechecker, Watch
 from memql.realtime.relay import Relay
 
 log = logging.getLogger(__name__)
@@ -87,6 +94,8 @@ async def stream_events(
                             page = await db_events.replay(
                                 conn, principal, scopes, last, replay_to, REPLAY_PAGE
                             )
+                        if page and watch is not None and recheck is not None:
+                            await _cleared(rechecker, recheck, watch, time.monotonic())
                         for event in page:
                             yield event
                             last = event.cursor
@@ -99,7 +108,11 @@ async def stream_events(
                             " again with `since` set to the last cursor it received",
                             since=str(last),
                         )
-                    for live in inbox.take():
+                    arrived = inbox.arrived
+                    taken = [e for e in inbox.take() if e.cursor > last]
+                    if taken and watch is not None and recheck is not None:
+                        await _cleared(rechecker, recheck, watch, arrived)
+                    for live in taken:
                         if live.cursor <= last:
                             continue
                         yield live
@@ -113,6 +126,21 @@ async def stream_events(
     finally:
         if counted:
             metrics.SUBSCRIPTIONS.dec()
+
+
+async def _cleared(rechecker: Rechecker, recheck: Recheck, watch: Watch, moment: float) -> None:
+    """Return once the stream may deliver what reached it by `moment` (time.monotonic()): its
+    credentials confirmed at an epoch read after then. Raises the credentials' failure."""
+    try:
+        epoch = await rechecker.epoch_after(recheck, moment)
+        await rechecker.confirm(watch, epoch)
+    except MemqlError:
+        raise
+    except Exception as exc:
+        log.warning("the credentials of a stream cannot be confirmed: %s", exc)
+        raise CredentialsUnavailable("credentials cannot be checked right now") from None
+    if watch.failure is not None:
+        raise watch.failure
 
 
 def _beyond_the_log(since: int) -> BadInput:
