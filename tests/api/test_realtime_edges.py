@@ -1,15 +1,25 @@
-"""memoryEvents at its edges: a `since` beyond the log, a `since` whose event was erased, and
-subscriptions sent over HTTP (multipart streams, or a clear 400 when no stream was asked for)."""
+"""memoryEvents at its edges: a `since` beyond the log, a `since` whose event was erased,
+subscriptions sent over HTTP (multipart streams, or a clear 400 when no stream was asked for),
+and credential changes reaching open streams on every transport before their next delivery."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
+import pytest
 
+from memql.model import Access, Grant
+from memql.settings import Settings
+from memql.testing import Tenant, serving
+from memql.testing.database import log_event
 from tests.operations import ERASE, SAVE
-from tests.ws import MEMORY_EVENTS, EventSubscription, StreamEnded, event_cursor
+from tests.ws import MEMORY_EVENTS, EventSubscription, StreamEnded, WsSession, event_cursor
 
 MULTIPART = "multipart/mixed;subscriptionSpec=1.0,application/json"
 
@@ -172,3 +182,119 @@ async def test_a_multipart_subscription_ends_when_its_key_is_revoked(
         )
         ended = await stream.next()
     assert ended["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+# --- a credential change reaches open streams before their next delivery -----------------------
+#
+# On every transport: the stream receives an event, the credential changes in the database, an
+# event commits right after; that event never arrives and the stream ends with the change's code.
+# The server re-checks on its own schedule only once a minute, so what ends the stream is the
+# change itself, not the periodic pass.
+
+NARROWED = Grant(user=Access.READ_WRITE, project=Access.NONE)
+TRANSPORTS = ["graphql-transport-ws", "graphql-ws", "multipart"]
+CHANGES = {
+    "key revoked": (
+        "update api_keys set revoked_at = now() where project_id = %s",
+        "UNAUTHENTICATED",
+    ),
+    "project disabled": ("update projects set memory_enabled = false where id = %s", "NOT_FOUND"),
+    # an agent key made a client key: the client grant reads no project scope
+    "grant narrowed": (
+        "update api_keys set consumer = 'client' where project_id = %s",
+        "FORBIDDEN",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+async def slow_recheck_server(database_url, embedder) -> AsyncIterator[str]:
+    settings = Settings(database_url=database_url, auth_recheck_seconds=60, client_grant=NARROWED)
+    async with serving(settings, embedder) as url:
+        yield url
+
+
+class Stream:
+    """One memoryEvents subscription over one transport; `next()` is the next result
+    (`{"data": ...}` or `{"errors": [...]}`), `{}` once the server ended the stream."""
+
+    def __init__(self, base_url: str, tenant: Tenant, transport: str) -> None:
+        self.base_url = base_url
+        self.headers = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "alice"}
+        self.transport = transport
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> Stream:
+        since = await event_cursor(self.base_url, self.headers)
+        variables = {"since": since}
+        if self.transport == "multipart":
+            http = await self._stack.enter_async_context(
+                httpx.AsyncClient(base_url=self.base_url, timeout=20)
+            )
+            response = await self._stack.enter_async_context(
+                http.stream(
+                    "POST",
+                    "/graphql",
+                    json={"query": MEMORY_EVENTS, "variables": variables},
+                    headers={**self.headers, "Accept": MULTIPART},
+                )
+            )
+            assert response.status_code == 200
+            self.multipart = MultipartStream(response)
+        else:
+            self.ws = await self._stack.enter_async_context(
+                WsSession(self.base_url, self.headers, self.transport)
+            )
+            self.op = await self.ws.start(MEMORY_EVENTS, variables)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def next(self, wait: float = 10.0) -> dict[str, Any]:
+        if self.transport != "multipart":
+            return await self.ws.result(self.op, wait)
+        try:
+            return await asyncio.wait_for(self.multipart.next(), wait)
+        except StopAsyncIteration:
+            return {}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_no_event_committed_after_a_credential_change_reaches_an_open_stream(
+    slow_recheck_server, database_url, tenant, db, transport, change
+):
+    statement, code = CHANGES[change]
+    async with asyncio.timeout(30), Stream(slow_recheck_server, tenant, transport) as stream:
+        before, _ = await log_event(database_url, tenant.project_id)
+        first = await stream.next()
+        assert first["data"]["memoryEvents"]["cursor"] == str(before), first
+
+        await db.execute(statement, (tenant.project_id,))
+        after, _ = await log_event(database_url, tenant.project_id)
+
+        ended = await stream.next()
+        assert not (ended.get("data") or {}).get("memoryEvents"), (
+            f"event {after}, committed after the {change}, was delivered: {ended}"
+        )
+        assert ended["errors"][0]["extensions"]["code"] == code, ended
+        assert await stream.next() == {}, "the stream went on after its credentials failed"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_revoked_key_ends_an_idle_stream_at_once(
+    slow_recheck_server, database_url, tenant, db, transport
+):
+    """No event need follow: the database's notification of the change starts a check."""
+    async with asyncio.timeout(30), Stream(slow_recheck_server, tenant, transport) as stream:
+        cursor, _ = await log_event(database_url, tenant.project_id)
+        assert (await stream.next())["data"]["memoryEvents"]["cursor"] == str(cursor)
+        revoked = time.monotonic()
+        await db.execute(
+            "update api_keys set revoked_at = now() where project_id = %s", (tenant.project_id,)
+        )
+        ended = await stream.next()
+        assert ended["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED", ended
+        # the periodic check is a minute away: this was the notification
+        assert time.monotonic() - revoked < 10
