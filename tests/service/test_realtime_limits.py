@@ -12,13 +12,14 @@ from dataclasses import replace
 import pytest
 
 from memql import metrics
-from memql.errors import Forbidden, MemqlError, SubscriberBehind
+from memql.errors import Forbidden, MemqlError, SubscriberBehind, Unauthenticated
 from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
 from memql.realtime.recheck import Recheck
 from memql.runtime import open_memql
 from memql.service import MemoryService
 from memql.settings import Settings
 from memql.testing import newest_cursor
+from memql.testing.database import log_event
 
 
 @asynccontextmanager
@@ -113,3 +114,36 @@ async def test_subscribing_to_a_scope_the_grant_cannot_read_is_forbidden(
 
         with pytest.raises(Forbidden):
             service.memory_events(reader, scope=Scope.PROJECT)
+
+
+async def test_an_event_that_arrives_before_the_revocations_notification_is_not_delivered(
+    database_url, embedder, tenant, db
+):
+    """The race a notification alone leaves open: the key is revoked, an event commits after
+    it, and the event reaches the stream before the notification about the key has been
+    heard. Here the notification is never heard (the stream has no `on_change`) and the
+    periodic check is a minute away; the stream still reads the credential epoch after the
+    event arrived, sees its credentials unconfirmed there, checks them, and ends."""
+    settings = Settings(database_url=database_url, pool_min_size=1, auth_recheck_seconds=60)
+    async with open_memql(settings, embedder=embedder) as memql:
+        authenticator = memql.authenticator
+        credentials = [("Authorization", f"Bearer {tenant.key}"), ("X-User-Id", "alice")]
+        alice = await authenticator.authenticate(credentials)
+        recheck = Recheck(
+            authenticator.authenticate_many, credentials, authenticator.credential_epoch
+        )
+        since = await newest_since(db, tenant.project_id)
+        stream = memql.service.memory_events(alice, since=since, recheck=recheck)
+        try:
+            first, _ = await log_event(database_url, tenant.project_id)
+            assert (await asyncio.wait_for(anext(stream), 10)).cursor == first
+            await db.execute(
+                "update api_keys set revoked_at = now() where project_id = %s",
+                (tenant.project_id,),
+            )
+            after, _ = await log_event(database_url, tenant.project_id)
+            with pytest.raises(Unauthenticated):
+                event = await asyncio.wait_for(anext(stream), 10)
+                raise AssertionError(f"event {event.cursor} of {after} was delivered")
+        finally:
+            await stream.aclose()
