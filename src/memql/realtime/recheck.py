@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from memql.errors import CredentialsUnavailable, Forbidden, MemqlError
+from memql.errors import CredentialsUnavailable, Forbidden, MemqlError, ServiceUnavailable
 from memql.model import Principal, Scope
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,8 @@ class _Latest:
     async def after(self, moment: float) -> int:
         while True:
             task = self._task
-            if task is not None and self._started >= moment:
+            failed = task is not None and task.done() and (task.cancelled() or task.exception())
+            if task is not None and self._started >= moment and not failed:
                 return await asyncio.shield(task)
             if task is None or task.done():
                 self._started = time.monotonic()
@@ -115,6 +116,8 @@ class Rechecker:
         self._pass: asyncio.Task[None] | None = None
         self._pass_full = False
         self._soon = asyncio.Event()
+        # why the last pass confirmed nothing, when the database could not answer it
+        self._unavailable: ServiceUnavailable | None = None
 
     @contextlib.contextmanager
     def watch(
@@ -167,6 +170,9 @@ class Rechecker:
         failed (`watch.failure`)."""
         while watch.failure is None and watch.confirmed < epoch:
             await self._one_pass()
+            unavailable = self._unavailable
+            if unavailable is not None and watch.failure is None and watch.confirmed < epoch:
+                raise unavailable
 
     async def _one_pass(self) -> None:
         """Run a pass, or wait for the one running and then run one more if still needed."""
@@ -182,6 +188,7 @@ class Rechecker:
     async def check_all(self, *, full: bool = True) -> None:
         """One pass: the streams' credentials (every stream's when `full`, else only those not
         confirmed at the current epoch), one call per checker."""
+        self._unavailable = None
         groups: dict[CheckMany, list[Watch]] = {}
         for w in list(self._watches):
             if w.failure is None:
@@ -195,6 +202,13 @@ class Rechecker:
                     if not watches:
                         continue
                 outcomes = await check_many([w.recheck.credentials for w in watches])
+            except ServiceUnavailable as exc:
+                if not full:
+                    # nothing is confirmed, and nothing ends: the streams waiting for this
+                    # pass deliver nothing meanwhile and try again (`stream._cleared`)
+                    self._unavailable = exc
+                    continue
+                epoch, outcomes = UNCONFIRMED, [exc] * len(watches)
             except MemqlError as exc:
                 epoch, outcomes = UNCONFIRMED, [exc] * len(watches)
             except Exception:

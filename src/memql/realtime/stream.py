@@ -22,6 +22,7 @@ every `recheck_interval` seconds, and at once when the database announces a chan
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -31,7 +32,13 @@ from dataclasses import dataclass
 from memql import metrics
 from memql.db import events as db_events
 from memql.db.session import Sessions
-from memql.errors import BadInput, CredentialsUnavailable, MemqlError, SubscriberBehind
+from memql.errors import (
+    BadInput,
+    CredentialsUnavailable,
+    MemqlError,
+    ServiceUnavailable,
+    SubscriberBehind,
+)
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime import wire
 from memql.realtime.bus import EventBus
@@ -41,6 +48,8 @@ from memql.realtime.relay import Relay
 log = logging.getLogger(__name__)
 
 REPLAY_PAGE = 500
+# seconds a stream waits, delivering nothing, for the database to confirm its credentials
+UNAVAILABLE_GRACE = 30.0
 
 
 @dataclass(frozen=True)
@@ -130,15 +139,26 @@ async def stream_events(
 
 async def _cleared(rechecker: Rechecker, recheck: Recheck, watch: Watch, moment: float) -> None:
     """Return once the stream may deliver what reached it by `moment` (time.monotonic()): its
-    credentials confirmed at an epoch read after then. Raises the credentials' failure."""
-    try:
-        epoch = await rechecker.epoch_after(recheck, moment)
-        await rechecker.confirm(watch, epoch)
-    except MemqlError:
-        raise
-    except Exception as exc:
-        log.warning("the credentials of a stream cannot be confirmed: %s", exc)
-        raise CredentialsUnavailable("credentials cannot be checked right now") from None
+    credentials confirmed at an epoch read after then. Raises the credentials' failure.
+
+    While the database cannot answer, nothing is delivered and the check is tried again; the
+    stream ends (SERVICE_UNAVAILABLE) only after `UNAVAILABLE_GRACE` seconds of that."""
+    delay, give_up = 0.1, time.monotonic() + UNAVAILABLE_GRACE
+    while True:
+        try:
+            epoch = await rechecker.epoch_after(recheck, moment)
+            await rechecker.confirm(watch, epoch)
+            break
+        except ServiceUnavailable:
+            if time.monotonic() + delay > give_up:
+                raise
+        except MemqlError:
+            raise
+        except Exception as exc:
+            log.warning("the credentials of a stream cannot be confirmed: %s", exc)
+            raise CredentialsUnavailable("credentials cannot be checked right now") from None
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
     if watch.failure is not None:
         raise watch.failure
 
