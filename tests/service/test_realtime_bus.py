@@ -61,7 +61,7 @@ async def test_interleaved_owners_reach_a_subscriber_in_cursor_order(bus: EventB
                 break
             await asyncio.sleep(0.05)
         for e in published:
-            await bus.publish(wire.event_channel(e), wire.encode(e))
+            await bus.publish(wire.event_channel(e), wire.encode(e, 0))
         expected_alice = [e.cursor for e in published if e.owner_id != "bob"]
         expected_bob = [e.cursor for e in published if e.owner_id == "bob"]
         got_alice: list[int] = []

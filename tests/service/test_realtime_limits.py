@@ -122,8 +122,9 @@ async def test_an_event_that_arrives_before_the_revocations_notification_is_not_
     """The race a notification alone leaves open: the key is revoked, an event commits after
     it, and the event reaches the stream before the notification about the key has been
     heard. Here the notification is never heard (the stream has no `on_change`) and the
-    periodic check is a minute away; the stream still reads the credential epoch after the
-    event arrived, sees its credentials unconfirmed there, checks them, and ends."""
+    periodic check is a minute away; the event still carries the credential epoch the relay
+    read it at, which counts the revocation: the stream sees its credentials unconfirmed
+    there, checks them, and ends."""
     settings = Settings(database_url=database_url, pool_min_size=1, auth_recheck_seconds=60)
     async with open_memql(settings, embedder=embedder) as memql:
         authenticator = memql.authenticator

@@ -31,6 +31,22 @@ _EVENT_COLUMNS = f"""
 """
 
 
+# The credential epoch (012_credential_epoch.sql), read in the statement that reads events: a
+# change to credentials that committed before an event is in every snapshot that sees the
+# event, so the epoch read beside the event counts it. A stream delivers the event only on
+# credentials confirmed at that epoch or later (realtime/recheck.py).
+_EPOCH = "(select epoch from credential_epoch)"
+
+
+@dataclass(frozen=True)
+class Page:
+    """Events read in one statement, and the credential epoch in that statement's snapshot
+    (None when no event was read)."""
+
+    events: list[MemoryEvent]
+    epoch: int | None
+
+
 def _event(row: dict[str, Any]) -> MemoryEvent:
     return MemoryEvent(
         cursor=int(row["e_cursor"]),
@@ -52,12 +68,13 @@ async def replay(
     after: int,
     upto: int,
     limit: int,
-) -> list[MemoryEvent]:
-    """The principal's events in (`after`, `upto`], oldest first, at most `limit`."""
+) -> Page:
+    """The principal's events in (`after`, `upto`], oldest first, at most `limit`, with the
+    credential epoch of the statement's snapshot (see `Page`)."""
     async with conn.cursor(row_factory=dict_row) as c:
         await c.execute(
             f"""
-            select {_EVENT_COLUMNS}
+            select {_EVENT_COLUMNS}, {_EPOCH} as credential_epoch
             from memory_events e
             left join memories m on m.project_id = e.project_id and m.id = e.memory_id
             where e.project_id = %(project_id)s and (
@@ -76,7 +93,8 @@ async def replay(
                 "limit": limit,
             },
         )
-        return [_event(r) for r in await c.fetchall()]
+        rows = await c.fetchall()
+    return Page([_event(r) for r in rows], int(rows[0]["credential_epoch"]) if rows else None)
 
 
 async def horizon(conn: Conn, project_id: uuid.UUID) -> int:
@@ -106,6 +124,8 @@ class Committed:
     positions: dict[uuid.UUID, int]
     # the read stopped at its limit: more may be waiting
     full: bool
+    # the credential epoch in the read's snapshot (None when nothing was read)
+    epoch: int | None = None
 
 
 async def read_committed(conn: Conn, positions: dict[uuid.UUID, int], limit: int) -> Committed:
@@ -114,13 +134,15 @@ async def read_committed(conn: Conn, positions: dict[uuid.UUID, int], limit: int
 
     One statement, so one snapshot: a project's counter and its events are read together, and
     every event up to a committed counter has committed (its drawer held the counter's row
-    until it ended). `conn` is a system connection.
+    until it ended); the credential epoch is read in the same snapshot. `conn` is a system
+    connection.
     """
     projects = list(positions)
     async with conn.cursor(row_factory=dict_row) as c:
         await c.execute(
             f"""
-            select c.project_id as c_project_id, c.last as c_last, {_EVENT_COLUMNS}
+            select c.project_id as c_project_id, c.last as c_last, {_EVENT_COLUMNS},
+                {_EPOCH} as credential_epoch
             from project_cursors c
             left join unnest(%(projects)s::uuid[], %(after)s::bigint[]) as p (project_id, after)
                 on p.project_id = c.project_id
@@ -152,7 +174,8 @@ async def read_committed(conn: Conn, positions: dict[uuid.UUID, int], limit: int
     if full and rows[-1]["e_cursor"] is not None:
         # the last project read may have more events beyond the limit
         moved[rows[-1]["c_project_id"]] = int(rows[-1]["e_cursor"])
-    return Committed(events, moved, full)
+    epoch = int(rows[0]["credential_epoch"]) if rows else None
+    return Committed(events, moved, full, epoch)
 
 
 async def relay_positions(conn: Conn) -> dict[uuid.UUID, int]:

@@ -18,7 +18,7 @@ from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime.bus import EventBus
 from memql.realtime.recheck import Recheck, Rechecker
 from memql.realtime.relay import Relay
-from memql.realtime.stream import StreamLimits, stream_events
+from memql.realtime.stream import LogReads, StreamLimits, stream_events
 from memql.settings import Settings
 
 
@@ -32,6 +32,7 @@ class Realtime:
         self.relay = relay
         self.limits = limits
         self.rechecker = rechecker
+        self.reads = LogReads()
 
     def state(self) -> dict[str, Any]:
         """For /readyz: the broadcast backend and whether it is connected; the relay's role."""
@@ -69,6 +70,7 @@ class Realtime:
             recheck=recheck,
             rechecker=self.rechecker,
             limits=self.limits,
+            reads=self.reads,
         )
 
 

@@ -50,16 +50,20 @@ class Inbox:
         self._limit = limit
         self._wake = asyncio.Event()
         self.overflowed = False
-        # when the newest event in the inbox reached this instance (time.monotonic())
-        self.arrived = 0.0
+        # the highest credential epoch of the events in the inbox (wire.Relayed), None when
+        # one came without
+        self.epoch: int | None = 0
         # messages may have been lost (the bus reconnected): read the event log again
         self.resync = False
 
-    def push(self, event: MemoryEvent, at: float | None = None) -> None:
-        """`at`: when the event reached this instance (time.monotonic()), if known."""
+    def push(self, event: MemoryEvent, epoch: int | None) -> None:
+        """`epoch`: the credential epoch `event` was read at (None: not known)."""
         if self.overflowed:
             return
-        self.arrived = time.monotonic() if at is None else at
+        if epoch is None or self.epoch is None:
+            self.epoch = None
+        else:
+            self.epoch = max(self.epoch, epoch)
         if len(self._items) >= self._limit:
             self.overflowed = True
             self._items.clear()
@@ -89,8 +93,10 @@ class Inbox:
         self._wake.clear()
 
     def take(self) -> list[MemoryEvent]:
+        """Every event in the inbox, oldest first (read `epoch` before: it is theirs)."""
         items = list(self._items)
         self._items.clear()
+        self.epoch = 0
         return items
 
     def __len__(self) -> int:
@@ -249,10 +255,9 @@ class EventBus:
                     except (ValueError, KeyError, TypeError):
                         log.warning("ignoring a malformed message on %s", name)
                         continue
-                    # it committed before this moment (the relay read it from a snapshot)
-                    at = time.monotonic()
-                    for box in list(channel.inboxes.get(wire.event_route(decoded), ())):
-                        box.push(decoded, at)
+                    route = wire.event_route(decoded.event)
+                    for box in list(channel.inboxes.get(route, ())):
+                        box.push(decoded.event, decoded.epoch)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

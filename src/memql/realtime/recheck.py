@@ -10,15 +10,15 @@ Revocation reaches a stream before its next delivery, not only at the next perio
 Every change that could revoke a credential raises the *credential epoch* in the database
 (`tenants.credential_epoch`). A pass reads the epoch before it authenticates, so a stream it
 confirms is confirmed *at* that epoch (`Watch.confirmed`): every change counted up to it is
-reflected. Before delivering events, a stream reads the epoch after they reached it
-(`Rechecker.epoch_after`, one read shared by every stream of the instance) and, when its
-confirmation is older, waits for a pass (`Rechecker.confirm`). An event reaches a stream only
-after it committed, so a revocation that committed before the event is counted in that epoch,
-and the stream ends instead of delivering it, whether or not the notification of the change has
-arrived yet. The notification (`memql_credentials`, heard by the credential cache's listener)
-starts a pass at once, so a stream whose credentials were revoked ends even when no event
-follows. A grant that a policy narrows by itself (no database change) is seen by the periodic
-pass, every `interval` seconds.
+reflected. Every event comes with the epoch of the snapshot it was read in (the relay's read,
+a replayed page's: `db.events`), which counts every change that committed before the event.
+A stream delivers an event at once when its confirmation is at least the event's epoch (the
+steady state: no read at all) and otherwise waits for a pass (`Rechecker.confirm`): a key
+revoked before the event committed ends the stream instead of the event reaching it, whether
+or not the notification of the change has been heard. The notification (`memql_credentials`,
+heard by the credential cache's listener) starts a pass at once, so a stream whose credentials
+were revoked ends even when no event follows. A grant that a policy narrows by itself (no
+database change) is seen by the periodic pass, every `interval` seconds.
 """
 
 from __future__ import annotations
@@ -83,35 +83,10 @@ class Watch:
         self.wake()
 
 
-class _Latest:
-    """The epoch, read by a query that started no earlier than a given moment; concurrent
-    callers share one read."""
-
-    def __init__(self, read: ReadEpoch) -> None:
-        self._read = read
-        self._task: asyncio.Task[int] | None = None
-        self._started = float("-inf")
-
-    async def after(self, moment: float) -> int:
-        while True:
-            task = self._task
-            failed = task is not None and task.done() and (task.cancelled() or task.exception())
-            if task is not None and self._started >= moment and not failed:
-                return await asyncio.shield(task)
-            if task is None or task.done():
-                self._started = time.monotonic()
-                self._task = asyncio.ensure_future(self._read())
-                continue
-            # a read started too early is running: let it end, then read again
-            with contextlib.suppress(Exception):
-                await asyncio.shield(task)
-
-
 class Rechecker:
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self._watches: dict[Watch, None] = {}
-        self._latest: dict[ReadEpoch, _Latest] = {}
         self._hooked: set[OnChange] = set()
         self._pass: asyncio.Task[None] | None = None
         self._pass_full = False
@@ -156,14 +131,6 @@ class Rechecker:
                 await self._one_pass()
             if self._pass_full:
                 self._soon.set()  # a pass was running: the full one is still to do
-
-    async def epoch_after(self, recheck: Recheck, moment: float) -> int:
-        """The credential epoch read by a query that started at `moment` (time.monotonic())
-        or later: it counts every change that committed before then."""
-        latest = self._latest.get(recheck.epoch)
-        if latest is None:
-            latest = self._latest[recheck.epoch] = _Latest(recheck.epoch)
-        return await latest.after(moment)
 
     async def confirm(self, watch: Watch, epoch: int) -> None:
         """Return once `watch`'s credentials are confirmed at `epoch` or later, or it has

@@ -91,7 +91,8 @@ class Relay(Supervised):
             while True:
                 read = await db_events.read_committed(conn, positions, self._batch)
                 if read.events:
-                    await self._publish(read.events)
+                    assert read.epoch is not None
+                    await self._publish(read.events, read.epoch)
                 if read.positions:
                     if self._shared:
                         await db_events.mark_published(conn, read.positions)
@@ -105,11 +106,12 @@ class Relay(Supervised):
                 async for _ in conn.notifies(timeout=self._poll, stop_after=1):
                     pass
 
-    async def _publish(self, events: Sequence[MemoryEvent]) -> None:
-        """Publish each event in order; while the broadcast is down, keep trying."""
+    async def _publish(self, events: Sequence[MemoryEvent], epoch: int) -> None:
+        """Publish each event in order, with the credential epoch it was read at; while the
+        broadcast is down, keep trying."""
         delay = 0.05
         for event in events:
-            message = wire.encode(event)
+            message = wire.encode(event, epoch)
             channel = wire.event_channel(event)
             while True:
                 try:

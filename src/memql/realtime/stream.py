@@ -12,12 +12,17 @@ The order of steps is what makes the seam exact:
 When the bus reconnects (messages may have been lost), the inbox asks for a resync and steps 2
 and 3 run again from the last cursor delivered.
 
-Nothing is delivered on credentials that may no longer hold: before yielding a replayed page or
-the events taken from the inbox, the stream reads the credential epoch after they reached it
-and waits until its credentials are confirmed at that epoch (`recheck.py`). A key revoked, a
-project disabled or a grant narrowed by a database change before an event committed ends the
-stream with that error instead of delivering the event. Credentials are also checked again
-every `recheck_interval` seconds, and at once when the database announces a change.
+Nothing is delivered on credentials that may no longer hold: every event comes with the
+credential epoch of the snapshot it was read in (a replayed page's statement, the relay's read),
+and the stream yields it only once its credentials are confirmed at that epoch or later
+(`recheck.py`); while nothing changes that costs no read. A key revoked, a project disabled or a
+grant narrowed by a database change before an event committed ends the stream with that error
+instead of delivering the event. Credentials are also checked again every `recheck_interval`
+seconds, and at once when the database announces a change.
+
+The stream's reads of the log (its horizon, replayed pages) queue for a few slots per project
+(`LogReads`): a thousand streams subscribing at once wait their turn instead of taking their
+project's share of the pool from its requests, or failing when the pool's wait runs out.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Sequence
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from memql import metrics
@@ -52,6 +59,33 @@ REPLAY_PAGE = 500
 UNAVAILABLE_GRACE = 30.0
 
 
+class LogReads:
+    """At most `slots` of a project's streams read the log at once (per instance); the others
+    wait, with no time limit, in order. A stream's read is not a request with a deadline: it
+    may wait, but it must not fail because a thousand others started with it."""
+
+    def __init__(self, slots: int = 2) -> None:
+        self.slots = slots
+        self._queues: dict[uuid.UUID, asyncio.Semaphore] = {}
+        self._users: dict[uuid.UUID, int] = {}
+
+    @asynccontextmanager
+    async def turn(self, project_id: uuid.UUID) -> AsyncIterator[None]:
+        queue = self._queues.get(project_id)
+        if queue is None:
+            queue = self._queues[project_id] = asyncio.Semaphore(self.slots)
+        self._users[project_id] = self._users.get(project_id, 0) + 1
+        try:
+            async with queue:
+                yield
+        finally:
+            left = self._users[project_id] - 1
+            if left:
+                self._users[project_id] = left
+            else:
+                del self._users[project_id], self._queues[project_id]
+
+
 @dataclass(frozen=True)
 class StreamLimits:
     # messages an inbox holds before its subscriber is closed as too slow
@@ -71,8 +105,15 @@ async def stream_events(
     recheck: Recheck | None,
     rechecker: Rechecker,
     limits: StreamLimits,
+    reads: LogReads,
 ) -> AsyncGenerator[MemoryEvent, None]:
     """The principal's events in `scopes`, in cursor order, each once."""
+    project_id = principal.project_id
+
+    async def horizon() -> int:
+        async with reads.turn(project_id), sessions.read(principal) as conn:
+            return await relay.horizon(conn, project_id)
+
     channel = wire.channel(principal.project_id)
     routes = [(channel, wire.route(s, principal.owner_for(s))) for s in scopes]
     counted = False
@@ -82,33 +123,32 @@ async def stream_events(
                 watch = None
                 if recheck is not None:
                     watch = watching.enter_context(rechecker.watch(recheck, scopes, inbox.wake))
-                async with sessions.bound(principal) as conn:
-                    horizon = await relay.horizon(conn, principal.project_id)
-                if since is not None and since > horizon:
+                first = await horizon()
+                if since is not None and since > first:
                     raise _beyond_the_log(since)
                 # set up: every event above the horizon now reaches the inbox
                 metrics.SUBSCRIPTIONS.inc()
                 counted = True
-                last = since if since is not None else horizon
-                replay_to = horizon if since is not None else None
+                last = since if since is not None else first
+                replay_to = first if since is not None else None
                 while True:
                     if watch is not None and watch.failure is not None:
                         raise watch.failure
                     if inbox.resync:
                         inbox.resync = False
-                        async with sessions.bound(principal) as conn:
-                            replay_to = await relay.horizon(conn, principal.project_id)
+                        replay_to = await horizon()
                     while replay_to is not None and last < replay_to:
-                        async with sessions.bound(principal) as conn:
+                        async with reads.turn(project_id), sessions.read(principal) as conn:
                             page = await db_events.replay(
                                 conn, principal, scopes, last, replay_to, REPLAY_PAGE
                             )
-                        if page and watch is not None and recheck is not None:
-                            await _cleared(rechecker, recheck, watch, time.monotonic())
-                        for event in page:
+                        epoch = page.epoch
+                        if watch is not None and epoch is not None and watch.confirmed < epoch:
+                            await _cleared(rechecker, watch, epoch)
+                        for event in page.events:
                             yield event
                             last = event.cursor
-                        if len(page) < REPLAY_PAGE:
+                        if len(page.events) < REPLAY_PAGE:
                             last = replay_to
                     replay_to = None
                     if inbox.overflowed:
@@ -117,10 +157,10 @@ async def stream_events(
                             " again with `since` set to the last cursor it received",
                             since=str(last),
                         )
-                    arrived = inbox.arrived
+                    epoch = inbox.epoch
                     taken = [e for e in inbox.take() if e.cursor > last]
-                    if taken and watch is not None and recheck is not None:
-                        await _cleared(rechecker, recheck, watch, arrived)
+                    if taken and watch is not None and (epoch is None or watch.confirmed < epoch):
+                        await _cleared(rechecker, watch, epoch)
                     for live in taken:
                         if live.cursor <= last:
                             continue
@@ -137,16 +177,19 @@ async def stream_events(
             metrics.SUBSCRIPTIONS.dec()
 
 
-async def _cleared(rechecker: Rechecker, recheck: Recheck, watch: Watch, moment: float) -> None:
-    """Return once the stream may deliver what reached it by `moment` (time.monotonic()): its
-    credentials confirmed at an epoch read after then. Raises the credentials' failure.
+async def _cleared(rechecker: Rechecker, watch: Watch, epoch: int | None) -> None:
+    """Return once the stream may deliver events read at credential epoch `epoch`: its
+    credentials confirmed at that epoch or later. Raises the credentials' failure. `epoch`
+    None (a message from a sender that did not say): the epoch is read now, after the events
+    arrived, which counts every change that committed before them.
 
     While the database cannot answer, nothing is delivered and the check is tried again; the
     stream ends (SERVICE_UNAVAILABLE) only after `UNAVAILABLE_GRACE` seconds of that."""
     delay, give_up = 0.1, time.monotonic() + UNAVAILABLE_GRACE
     while True:
         try:
-            epoch = await rechecker.epoch_after(recheck, moment)
+            if epoch is None:
+                epoch = await watch.recheck.epoch()
             await rechecker.confirm(watch, epoch)
             break
         except ServiceUnavailable:

@@ -1,9 +1,14 @@
-"""Events as they travel between instances: one JSON text per event, on one channel per project."""
+"""Events as they travel between instances: one JSON text per event, on one channel per project.
+
+Each message carries, beside the event, the credential epoch of the snapshot the relay read
+the event in (`db.events.read_committed`): a stream delivers the event only on credentials
+confirmed at that epoch or later (realtime/recheck.py), with no read of its own."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 
 from memql.codec import memory_from_dict, memory_to_dict, parse_time
 from memql.model import EventType, MemoryEvent, Scope
@@ -34,7 +39,17 @@ def event_route(event: MemoryEvent) -> str:
     return route(event.scope, event.owner_id)
 
 
-def encode(event: MemoryEvent) -> str:
+@dataclass(frozen=True)
+class Relayed:
+    """A decoded message: the event and the credential epoch it was read at (None from a
+    sender that did not say: the receiver must read the epoch itself, after the arrival)."""
+
+    event: MemoryEvent
+    epoch: int | None
+
+
+def encode(event: MemoryEvent, epoch: int) -> str:
+    """`epoch`: the credential epoch in the snapshot that read `event`."""
     return json.dumps(
         {
             "cursor": event.cursor,
@@ -46,16 +61,18 @@ def encode(event: MemoryEvent) -> str:
             "actor_id": event.actor_id,
             "occurred_at": event.occurred_at.isoformat(),
             "memory": memory_to_dict(event.memory) if event.memory else None,
+            "credential_epoch": epoch,
         },
         separators=(",", ":"),
     )
 
 
-def decode(text: str) -> MemoryEvent:
+def decode(text: str) -> Relayed:
     d = json.loads(text)
     occurred_at = parse_time(d["occurred_at"])
     assert occurred_at is not None
-    return MemoryEvent(
+    epoch = d.get("credential_epoch")
+    event = MemoryEvent(
         cursor=int(d["cursor"]),
         project_id=uuid.UUID(d["project_id"]),
         scope=Scope(d["scope"]),
@@ -66,3 +83,4 @@ def decode(text: str) -> MemoryEvent:
         occurred_at=occurred_at,
         memory=memory_from_dict(d["memory"]) if d["memory"] else None,
     )
+    return Relayed(event, None if epoch is None else int(epoch))
