@@ -13,7 +13,7 @@ import pytest
 
 from memql import metrics
 from memql.errors import Forbidden, MemqlError, SubscriberBehind, Unauthenticated
-from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
+from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal, Scope
 from memql.realtime.recheck import Recheck
 from memql.runtime import open_memql
 from memql.service import MemoryService
@@ -24,7 +24,9 @@ from memql.testing.database import log_event
 
 @asynccontextmanager
 async def service_with(database_url, embedder, **limits) -> AsyncIterator[MemoryService]:
-    settings = Settings(database_url=database_url, pool_min_size=1, pool_max_size=4, **limits)
+    settings = Settings(
+        database_url=database_url, **{"pool_min_size": 1, "pool_max_size": 4, **limits}
+    )
     async with open_memql(settings, embedder=embedder) as memql:
         yield memql.service
 
@@ -110,7 +112,6 @@ async def test_subscribing_to_a_scope_the_grant_cannot_read_is_forbidden(
         reader = replace(
             principal_of(tenant, "alice"), grant=Grant(user=Access.READ, project=Access.NONE)
         )
-        from memql.model import Scope
 
         with pytest.raises(Forbidden):
             service.memory_events(reader, scope=Scope.PROJECT)
@@ -148,3 +149,64 @@ async def test_an_event_that_arrives_before_the_revocations_notification_is_not_
                 raise AssertionError(f"event {event.cursor} of {after} was delivered")
         finally:
             await stream.aclose()
+
+
+async def test_a_stream_confirmed_at_the_current_epoch_delivers_without_reading_it(
+    database_url, embedder, tenant, db
+):
+    """The epoch comes with each event (read in the relay's snapshot): while no credential
+    changes, twenty deliveries cost no read of the epoch beyond the stream's first check."""
+    settings = Settings(database_url=database_url, pool_min_size=1, auth_recheck_seconds=60)
+    async with open_memql(settings, embedder=embedder) as memql:
+        authenticator = memql.authenticator
+        credentials = [("Authorization", f"Bearer {tenant.key}"), ("X-User-Id", "alice")]
+        alice = await authenticator.authenticate(credentials)
+        reads = 0
+
+        async def counted_epoch() -> int:
+            nonlocal reads
+            reads += 1
+            return await authenticator.credential_epoch()
+
+        recheck = Recheck(authenticator.authenticate_many, credentials, counted_epoch)
+        since = await newest_since(db, tenant.project_id)
+        stream = memql.service.memory_events(alice, since=since, recheck=recheck)
+        try:
+            for _ in range(20):
+                cursor, _ = await log_event(database_url, tenant.project_id)
+                assert (await asyncio.wait_for(anext(stream), 10)).cursor == cursor
+        finally:
+            await stream.aclose()
+    assert reads <= 2, f"{reads} reads of the credential epoch for 20 deliveries"
+
+
+async def test_many_streams_of_one_project_starting_at_once_queue_instead_of_failing(
+    database_url, embedder, tenant
+):
+    """300 streams of one project start together on a pool of two connections (the project's
+    share: one) whose wait is a quarter of a second: their reads of the log wait their turn,
+    none fails for want of a connection, and every one gets the next event."""
+    async with service_with(
+        database_url, embedder, pool_max_size=2, pool_timeout_seconds=0.25
+    ) as service:
+        streams = [
+            service.memory_events(principal_of(tenant, f"user-{i}"), scope=Scope.PROJECT)
+            for i in range(300)
+        ]
+        live_before = metrics.SUBSCRIPTIONS._value.get()
+        firsts = [asyncio.create_task(anext(s)) for s in streams]
+        try:
+            async with asyncio.timeout(30):
+                while metrics.SUBSCRIPTIONS._value.get() < live_before + 300:
+                    failed = [t.exception() for t in firsts if t.done()]
+                    assert not failed, f"{len(failed)} streams failed to start: {failed[0]!r}"
+                    await asyncio.sleep(0.05)
+            cursor, _ = await log_event(database_url, tenant.project_id)
+            got = await asyncio.wait_for(asyncio.gather(*firsts), 30)
+            assert {e.cursor for e in got} == {cursor}
+        finally:
+            for t in firsts:
+                t.cancel()
+            await asyncio.gather(*firsts, return_exceptions=True)
+            for s in streams:
+                await s.aclose()

@@ -163,14 +163,18 @@ class Sessions:
         self.shares = ProjectShares(project_slots or pool.max_size)
 
     @asynccontextmanager
-    async def _connection(self, principal: Principal) -> AsyncIterator[Conn]:
+    async def _connection(
+        self, principal: Principal, wait: float | None = None
+    ) -> AsyncIterator[Conn]:
         """A pooled connection for a principal's work, within its project's share of the pool
         and its request's deadline, with the database's failures translated: a stale
-        credential is Unauthenticated; no connection within the pool's wait, or one lost, is
-        ServiceUnavailable (HTTP 503); the deadline passed, DeadlineExceeded."""
+        credential is Unauthenticated; no connection within the pool's wait (or `wait`
+        seconds, when given), or one lost, is ServiceUnavailable (HTTP 503); the deadline
+        passed, DeadlineExceeded."""
         conn: Conn | None = None
         left = _remaining()
-        wait = self._pool.timeout if left is None else min(self._pool.timeout, left)
+        wait = self._pool.timeout if wait is None else wait
+        wait = wait if left is None else min(wait, left)
         started = asyncio.get_running_loop().time()
         try:
             async with self.shares.slot(principal.project_id, wait):
@@ -210,7 +214,11 @@ class Sessions:
 
     @asynccontextmanager
     async def read(
-        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+        self,
+        principal: Principal,
+        settings: Sequence[tuple[str, str]] = (),
+        *,
+        wait: float | None = None,
     ) -> AsyncIterator[Conn]:
         """Reads on behalf of `principal` without a transaction's own round trips: the
         connection is in pipeline mode, outside any explicit transaction, so the binding and
@@ -218,8 +226,9 @@ class Sessions:
         does (PostgreSQL's extended protocol commits at the pipeline's sync). The binding is
         sent with the block's first statement, in the same round trip; when the credential no
         longer holds it fails and the statements after it are not run (Unauthenticated). Only
-        for reads: nothing is written in such a block."""
-        async with self._connection(principal) as conn:
+        for reads: nothing is written in such a block. `wait`: seconds to wait for a
+        connection instead of the pool's (for callers that queue rather than fail fast)."""
+        async with self._connection(principal, wait) as conn:
             await conn.set_autocommit(True)
             try:
                 async with conn.pipeline():

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from memql import metrics
 from memql.db import events as db_events
+from memql.db.pool import Conn
 from memql.db.session import Sessions
 from memql.errors import (
     BadInput,
@@ -57,6 +58,9 @@ log = logging.getLogger(__name__)
 REPLAY_PAGE = 500
 # seconds a stream waits, delivering nothing, for the database to confirm its credentials
 UNAVAILABLE_GRACE = 30.0
+# seconds a stream's read of the log, its turn come (`LogReads`), waits for its project's share
+# of the pool and a connection: it queues behind requests instead of failing at their wait
+LOG_READ_WAIT = 30.0
 
 
 class LogReads:
@@ -110,8 +114,11 @@ async def stream_events(
     """The principal's events in `scopes`, in cursor order, each once."""
     project_id = principal.project_id
 
+    def read() -> contextlib.AbstractAsyncContextManager[Conn]:
+        return sessions.read(principal, wait=LOG_READ_WAIT)
+
     async def horizon() -> int:
-        async with reads.turn(project_id), sessions.read(principal) as conn:
+        async with reads.turn(project_id), read() as conn:
             return await relay.horizon(conn, project_id)
 
     channel = wire.channel(principal.project_id)
@@ -138,7 +145,7 @@ async def stream_events(
                         inbox.resync = False
                         replay_to = await horizon()
                     while replay_to is not None and last < replay_to:
-                        async with reads.turn(project_id), sessions.read(principal) as conn:
+                        async with reads.turn(project_id), read() as conn:
                             page = await db_events.replay(
                                 conn, principal, scopes, last, replay_to, REPLAY_PAGE
                             )
