@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from memql import metrics
+from memql.access.authenticate import Authenticator, policy_from
 from memql.errors import Forbidden, MemqlError, SubscriberBehind, Unauthenticated
 from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal, Scope
 from memql.realtime.recheck import Recheck
@@ -210,3 +211,43 @@ async def test_many_streams_of_one_project_starting_at_once_queue_instead_of_fai
             await asyncio.gather(*firsts, return_exceptions=True)
             for s in streams:
                 await s.aclose()
+
+
+async def test_a_consumer_changed_before_its_notification_is_heard_ends_the_stream(
+    database_url, embedder, tenant, db
+):
+    """The same race for a narrowed grant: the key is made a client key (whose grant reads no
+    project scope), an event commits after it, and the credential cache has not yet heard of
+    the change (its listener is not running, its entries still trusted). The check the event
+    calls for must not confirm the key's old consumer from the cache."""
+    settings = Settings(
+        database_url=database_url,
+        pool_min_size=1,
+        auth_recheck_seconds=60,
+        client_grant=Grant(user=Access.READ_WRITE, project=Access.NONE),
+    )
+    async with open_memql(settings, embedder=embedder) as memql:
+        authenticator = Authenticator(memql.pool, policy_from(settings))
+        authenticator.cache.listening = True  # as if its listener had not heard anything yet
+        credentials = [("Authorization", f"Bearer {tenant.key}"), ("X-User-Id", "alice")]
+        alice = await authenticator.authenticate(credentials)
+        recheck = Recheck(
+            authenticator.authenticate_many, credentials, authenticator.credential_epoch
+        )
+        since = await newest_since(db, tenant.project_id)
+        stream = memql.service.memory_events(
+            alice, scope=Scope.PROJECT, since=since, recheck=recheck
+        )
+        try:
+            first, _ = await log_event(database_url, tenant.project_id)
+            assert (await asyncio.wait_for(anext(stream), 10)).cursor == first
+            await db.execute(
+                "update api_keys set consumer = 'client' where project_id = %s",
+                (tenant.project_id,),
+            )
+            after, _ = await log_event(database_url, tenant.project_id)
+            with pytest.raises(Forbidden):
+                event = await asyncio.wait_for(anext(stream), 10)
+                raise AssertionError(f"event {event.cursor} of {after} was delivered")
+        finally:
+            await stream.aclose()

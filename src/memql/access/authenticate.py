@@ -189,7 +189,7 @@ class Authenticator:
         async def holds(owner: tenants.KeyOwner | tuple[Project, JwtConfig]) -> bool:
             assert isinstance(owner, tenants.KeyOwner)
             async with self._sessions.lookup() as conn:
-                return await tenants.key_holds(conn, owner.key_id, owner.project.id)
+                return await tenants.key_holds(conn, owner)
 
         owner = await self.cache.get(("key", key_hash), resolve, holds)
         if not isinstance(owner, tenants.KeyOwner):
@@ -206,7 +206,7 @@ class Authenticator:
         async def holds(found: tenants.KeyOwner | tuple[Project, JwtConfig]) -> bool:
             assert isinstance(found, tuple)
             async with self._sessions.lookup() as conn:
-                return await tenants.jwt_trust_holds(conn, found[0].id, found[1])
+                return await tenants.jwt_trust_holds(conn, found[0], found[1])
 
         found = await self.cache.get(("jwt", issuer), resolve, holds)
         if not isinstance(found, tuple):

@@ -188,32 +188,44 @@ async def credential_epoch(conn: Conn) -> int:
     return int(row[0]) if row else 0
 
 
-async def key_holds(conn: Conn, key_id: uuid.UUID, project_id: uuid.UUID) -> bool:
-    """Whether the key is still live, of `project_id`, and the project still entitled."""
+async def key_holds(conn: Conn, owner: KeyOwner) -> bool:
+    """Whether `owner` (a kept answer of `find_api_key`) is still the whole truth: the key
+    live, of the same project, with the same consumer, the project entitled and of the same
+    name (the access policy is asked with the consumer and the name)."""
     cur = await conn.execute(
         """
         select exists(
             select from api_keys k join projects p on p.id = k.project_id
             where k.id = %s and k.project_id = %s and k.revoked_at is null and p.memory_enabled
+              and k.consumer = %s and p.name = %s
         )
         """,
-        (key_id, project_id),
+        (owner.key_id, owner.project.id, owner.consumer.value, owner.project.name),
     )
     row = await cur.fetchone()
     return bool(row and row[0])
 
 
-async def jwt_trust_holds(conn: Conn, project_id: uuid.UUID, config: JwtConfig) -> bool:
-    """Whether the project still trusts exactly `config` and is still entitled."""
+async def jwt_trust_holds(conn: Conn, project: Project, config: JwtConfig) -> bool:
+    """Whether the project still trusts exactly `config`, is still entitled and still has
+    its name (the access policy is asked with it)."""
     cur = await conn.execute(
         """
         select exists(
             select from projects
-            where id = %s and memory_enabled and jwt_issuer = %s and jwt_audience = %s
-              and jwt_hs256_secret is not distinct from %s and jwt_jwks_url is not distinct from %s
+            where id = %s and name = %s and memory_enabled and jwt_issuer = %s
+              and jwt_audience = %s and jwt_hs256_secret is not distinct from %s
+              and jwt_jwks_url is not distinct from %s
         )
         """,
-        (project_id, config.issuer, config.audience, config.hs256_secret, config.jwks_url),
+        (
+            project.id,
+            project.name,
+            config.issuer,
+            config.audience,
+            config.hs256_secret,
+            config.jwks_url,
+        ),
     )
     row = await cur.fetchone()
     return bool(row and row[0])
