@@ -13,6 +13,9 @@ import pytest
 
 from memql import metrics
 from memql.access.authenticate import Authenticator, policy_from
+from memql.db import events as db_events
+from memql.db.pool import system_connection
+from memql.db.session import Sessions
 from memql.errors import Forbidden, MemqlError, SubscriberBehind, Unauthenticated
 from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal, Scope
 from memql.realtime.recheck import Recheck
@@ -251,3 +254,29 @@ async def test_a_consumer_changed_before_its_notification_is_heard_ends_the_stre
                 raise AssertionError(f"event {event.cursor} of {after} was delivered")
         finally:
             await stream.aclose()
+
+
+async def test_events_are_read_with_an_epoch_that_counts_every_change_committed_before_them(
+    database_url, embedder, tenant, db
+):
+    """The relay's read and a replayed page carry the credential epoch of their own snapshot:
+    a credential change that committed before the event is counted in it."""
+    settings = Settings(database_url=database_url, pool_min_size=1)
+    async with open_memql(settings, embedder=embedder) as memql:
+        before = await memql.authenticator.credential_epoch()
+        await db.execute(
+            "update api_keys set consumer = consumer where project_id = %s", (tenant.project_id,)
+        )
+        cursor, _ = await log_event(database_url, tenant.project_id)
+        async with await system_connection(database_url, autocommit=True) as conn:
+            # every other project where it stands: only this event is left to read
+            positions = {**await db_events.counters(conn), tenant.project_id: cursor - 1}
+            relayed = await db_events.read_committed(conn, positions, 10)
+        assert [e.cursor for e in relayed.events] == [cursor]
+        assert relayed.epoch is not None and relayed.epoch > before
+
+        alice = principal_of(tenant, "alice")
+        async with Sessions(memql.pool).read(alice) as conn:
+            page = await db_events.replay(conn, alice, [Scope.PROJECT], cursor - 1, cursor, 10)
+        assert [e.cursor for e in page.events] == [cursor]
+        assert page.epoch == relayed.epoch
