@@ -31,7 +31,7 @@ _EVENT_COLUMNS = f"""
 """
 
 
-# The credential epoch (012_credential_epoch.sql), read in the statement that reads events: a
+# The credential epoch (013_credential_epoch.sql), read in the statement that reads events: a
 # change to credentials that committed before an event is in every snapshot that sees the
 # event, so the epoch read beside the event counts it. A stream delivers the event only on
 # credentials confirmed at that epoch or later (realtime/recheck.py).

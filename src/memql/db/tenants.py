@@ -181,7 +181,7 @@ async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
 async def credential_epoch(conn: Conn) -> int:
     """The credential epoch: raised by every change that could revoke a credential (a key
     revoked, moved or given another consumer; a project's entitlement, token trust or existence;
-    `012_credential_epoch.sql`). A credential confirmed after reading epoch E reflects every
+    `013_credential_epoch.sql`). A credential confirmed after reading epoch E reflects every
     change up to E."""
     cur = await conn.execute("select epoch from credential_epoch")
     row = await cur.fetchone()
