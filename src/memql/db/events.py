@@ -9,10 +9,11 @@ subscriber's replay runs in the subscriber's principal-bound transaction, filter
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from psycopg import Notify
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -109,9 +110,18 @@ async def horizon(conn: Conn, project_id: uuid.UUID) -> int:
     return int(row[0])
 
 
-async def counters(conn: Conn) -> dict[uuid.UUID, int]:
-    """Every project's committed counter (system connections only)."""
-    cur = await conn.execute("select project_id, last from project_cursors")
+async def counters(
+    conn: Conn, projects: Collection[uuid.UUID] | None = None
+) -> dict[uuid.UUID, int]:
+    """The committed counter of each of `projects` that has one, or of every project (system
+    connections only)."""
+    if projects is None:
+        cur = await conn.execute("select project_id, last from project_cursors")
+    else:
+        cur = await conn.execute(
+            "select project_id, last from project_cursors where project_id = any(%s)",
+            (list(projects),),
+        )
     return {row[0]: int(row[1]) for row in await cur.fetchall()}
 
 
@@ -128,16 +138,23 @@ class Committed:
     epoch: int | None = None
 
 
-async def read_committed(conn: Conn, positions: dict[uuid.UUID, int], limit: int) -> Committed:
+async def read_committed(
+    conn: Conn,
+    positions: dict[uuid.UUID, int],
+    limit: int,
+    projects: Collection[uuid.UUID] | None = None,
+) -> Committed:
     """The committed events above each project's position (0 for a project not in
-    `positions`), at most `limit`, in cursor order within each project.
+    `positions`), at most `limit`, in cursor order within each project; of `projects` only,
+    or of every project.
 
     One statement, so one snapshot: a project's counter and its events are read together, and
     every event up to a committed counter has committed (its drawer held the counter's row
     until it ended); the credential epoch is read in the same snapshot. `conn` is a system
     connection.
     """
-    projects = list(positions)
+    only = None if projects is None else list(projects)
+    known = list(positions)
     async with conn.cursor(row_factory=dict_row) as c:
         await c.execute(
             f"""
@@ -154,13 +171,16 @@ async def read_committed(conn: Conn, positions: dict[uuid.UUID, int], limit: int
             ) e on true
             left join memories m on m.project_id = e.project_id and m.id = e.memory_id
             where c.last > coalesce(p.after, 0)
+              and (%(every)s or c.project_id = any(%(only)s::uuid[]))
             order by c.project_id, e.cursor
             limit %(limit)s
             """,
             {
-                "projects": projects,
-                "after": [positions[p] for p in projects],
+                "projects": known,
+                "after": [positions[p] for p in known],
                 "limit": limit,
+                "every": only is None,
+                "only": only or [],
             },
         )
         rows = await c.fetchall()
@@ -210,6 +230,32 @@ async def try_lock(conn: Conn, lock: int) -> bool:
 
 async def listen(conn: Conn) -> None:
     await conn.execute(f"listen {NOTIFY_CHANNEL}")
+
+
+async def notified(conn: Conn, wait: float) -> list[Notify]:
+    """The notifications of this connection's channels that arrive within `wait` seconds
+    of waiting for the first, with every one already waiting behind it (the backlog comes at
+    once)."""
+    received = [n async for n in conn.notifies(timeout=wait, stop_after=1)]
+    if received:
+        received += [n async for n in conn.notifies(timeout=0)]
+    return received
+
+
+def moved_projects(notifies: Sequence[Notify]) -> set[uuid.UUID] | None:
+    """The projects the event notifications among `notifies` name (`<project id>:<cursor>`,
+    013_notify_project.sql); None when one names none (a server not yet migrated sends the
+    cursor alone), so the caller reads every project."""
+    moved: set[uuid.UUID] = set()
+    for notify in notifies:
+        if notify.channel != NOTIFY_CHANNEL:
+            continue
+        project, _, _ = notify.payload.partition(":")
+        try:
+            moved.add(uuid.UUID(project))
+        except ValueError:
+            return None
+    return moved
 
 
 # --- writing the log (in the write's own transaction) ----------------------------------

@@ -1,10 +1,11 @@
 """The relay: the event log, in cursor order per project, onto the broadcast.
 
 Each write's transaction inserts its events, their cursors drawn from the project's counter
-(`db.events`); a trigger sends `NOTIFY memql_events`. The relay wakes on a notification (or
-every `poll` seconds) and reads, in one snapshot, each project's committed counter and its
-events above the relay's position for it: every event up to a committed counter has committed,
-so nothing read can be overtaken by a lower cursor. It publishes each event on its project's
+(`db.events`); a trigger sends `NOTIFY memql_events '<project id>:<cursor>'`. The relay wakes
+on it and reads, in one snapshot, the committed counter of each project notified and its events
+above the relay's position for it (of every project every `poll` seconds, as a safety net):
+every event up to a committed counter has committed, so nothing read can be overtaken by a
+lower cursor. It publishes each event on its project's
 channel, in cursor order within the project.
 
 With Redis, one relay is active across all instances: the holder of a PostgreSQL advisory lock
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -88,8 +90,13 @@ class Relay(Supervised):
                 positions = self._positions
             self.role = "leader"
             log.info("relay %s leads, %d projects' positions known", self.name, len(positions))
+            # None: read every project (the first read, and the periodic safety net)
+            moved: set[uuid.UUID] | None = None
+            swept = time.monotonic()
             while True:
-                read = await db_events.read_committed(conn, positions, self._batch)
+                if moved is None:
+                    swept = time.monotonic()
+                read = await db_events.read_committed(conn, positions, self._batch, moved)
                 if read.events:
                     assert read.epoch is not None
                     await self._publish(read.events, read.epoch)
@@ -99,12 +106,15 @@ class Relay(Supervised):
                     positions.update(read.positions)
                 if read.full:
                     continue  # more may be waiting
-                # Every commit after the read's snapshot notifies after it; a notification that
-                # came during the read waits in psycopg's backlog and wakes this at once. So a
-                # read that was not full is not repeated before the next notification: a save
-                # costs one read, not two (the second found nothing).
-                async for _ in conn.notifies(timeout=self._poll, stop_after=1):
-                    pass
+                # Every commit after the read's snapshot notifies after it, naming its project;
+                # a notification that came during the read waits in psycopg's backlog and wakes
+                # this at once. So a read that was not full is not repeated before the next
+                # notification, and that read covers the projects notified only: a save costs
+                # one read of its own project. No notification within `poll`, or `poll`
+                # seconds since the last read of every project: read them all again.
+                moved = db_events.moved_projects(await db_events.notified(conn, self._poll))
+                if not moved or time.monotonic() - swept >= self._poll:
+                    moved = None
 
     async def _publish(self, events: Sequence[MemoryEvent], epoch: int) -> None:
         """Publish each event in order, with the credential epoch it was read at; while the

@@ -86,7 +86,6 @@ class Deliverer(Supervised):
         timeout: float = 10.0,
         backoff: Backoff | None = None,
         poll: float = 0.5,
-        batch: int = 500,
         connections: int = 100,
         project_connections: int = 10,
     ) -> None:
@@ -99,7 +98,6 @@ class Deliverer(Supervised):
         self.shares = Shares(connections, project_connections)
         self._backoff = backoff or Backoff()
         self._poll = poll
-        self._batch = batch
         # per project: every event of it up to here has committed
         self._final: dict[uuid.UUID, int] = {}
         self._workers: dict[uuid.UUID, _Worker] = {}
@@ -167,27 +165,31 @@ class Deliverer(Supervised):
         workers: asyncio.TaskGroup,
     ) -> None:
         reloaded = 0.0
+        notified: set[uuid.UUID] | None = None
         while True:
             if self._reload or time.monotonic() - reloaded > RELOAD_EVERY:
                 self._reload = False
                 reloaded = time.monotonic()
                 await self._sync_workers(work, http, workers)
             if self._workers:
-                # one small read per wake: the counters say which projects moved
-                final = await db_events.counters(conn)
+                # one small read per wake, of the projects notified (of all on a quiet poll):
+                # the counters say which projects moved
+                final = await db_events.counters(conn, notified)
                 moved = {p for p, last in final.items() if last > self._final.get(p, 0)}
-                self._final = final
+                self._final.update(final)
                 for worker in self._workers.values():
                     if worker.webhook.project_id in moved:
                         worker.wake.set()
             # as the relay does (realtime/relay.py): the backlog wakes this at once
-            await self._notified(conn)
+            notified = await self._notified(conn)
 
-    async def _notified(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Wait for the next notification, or the poll; the backlog comes at once."""
-        async for notify in conn.notifies(timeout=self._poll, stop_after=1):
-            if notify.channel == ENDPOINTS_CHANNEL:
-                self._reload = True
+    async def _notified(self, conn: psycopg.AsyncConnection[Any]) -> set[uuid.UUID] | None:
+        """Wait for the next notifications, or the poll; the projects they name, or None to
+        read every project's counter."""
+        notifies = await db_events.notified(conn, self._poll)
+        if any(n.channel == ENDPOINTS_CHANNEL for n in notifies):
+            self._reload = True
+        return db_events.moved_projects(notifies) or None
 
     async def _sync_workers(
         self,
