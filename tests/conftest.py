@@ -9,6 +9,7 @@ test never mixes vectors of two spaces. Each world is started the first time a t
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from memql import runtime
 from memql.db import tenants
 from memql.db.pool import owner_connection
 from memql.embeddings import Embedder
@@ -25,6 +27,7 @@ from memql.model import JwtConfig
 from memql.runtime import open_database
 from memql.settings import Settings
 from memql.testing import HashEmbedder, Tenant, fresh_database, make_tenant
+from memql.testing.standby import StandbyPair
 
 pytest_plugins = ["tests.browser", "tests.npm"]
 
@@ -50,12 +53,51 @@ def data_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="memql-test-"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reads-on-standby",
+        action="store_true",
+        help="run on a primary with a hot standby (memql.testing.standby), every memql the"
+        " tests start reading on the standby (as MEMQL_READ_DATABASE_URL would)",
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if config.getoption("--reads-on-standby"):
+        from memql import metrics
+
+        counts = {
+            sample.labels["outcome"]: int(sample.value)
+            for metric in metrics.STANDBY_READS.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_total")
+        }
+        terminalreporter.write_line(f"reads with the read URL on the standby, by outcome: {counts}")
+
+
 @pytest.fixture(scope="session")
-async def postgres(data_dir: Path) -> AsyncIterator[str]:
+async def postgres(data_dir: Path, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """The embedded PostgreSQL, started as the app starts it; the URL of the database the
-    deterministic embedder writes."""
-    async with open_database(Settings(data_dir=data_dir)) as url:
-        yield url
+    deterministic embedder writes. With `--reads-on-standby`: a primary and its hot standby
+    instead, and every memql started on a database of the primary reads on the standby."""
+    if not request.config.getoption("--reads-on-standby"):
+        async with open_database(Settings(data_dir=data_dir)) as url:
+            yield url
+        return
+    pair = await asyncio.to_thread(StandbyPair, data_dir / "replicated")
+    patch = pytest.MonkeyPatch()
+
+    def read_url(settings: Settings, url: str) -> str | None:
+        on_primary = f"127.0.0.1:{pair.primary_port}/" in url
+        return settings.read_database_url or (pair.on_standby(url) if on_primary else None)
+
+    patch.setattr(runtime, "read_url", read_url)
+    try:
+        async with open_database(Settings(database_url=pair.primary_url)) as url:
+            yield url
+    finally:
+        patch.undo()
+        await asyncio.to_thread(pair.stop)
 
 
 @pytest.fixture(scope="session")

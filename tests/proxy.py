@@ -28,12 +28,15 @@ async def splice(
 
 
 class Proxy:
-    """127.0.0.1:<port> -> the unix socket of `database_url`. `stop()` closes the listener and
-    every open connection, as a network outage would."""
+    """127.0.0.1:<port> -> the server of `database_url` (its unix socket, or its TCP port).
+    `stop()` closes the listener and every open connection, as a network outage would."""
 
     def __init__(self, database_url: str) -> None:
         parsed = urlparse(database_url)
-        self.socket_path = f"{parse_qs(parsed.query)['host'][0]}/.s.PGSQL.5432"
+        sockets = parse_qs(parsed.query).get("host")
+        # the embedded server's unix socket, or a server on TCP (`--reads-on-standby`)
+        self.socket_path = f"{sockets[0]}/.s.PGSQL.5432" if sockets else None
+        self.address = (parsed.hostname or "127.0.0.1", parsed.port or 5432)
         self.user = parsed.username or "postgres"
         self.database = parsed.path.lstrip("/") or "postgres"
         self._server: asyncio.Server | None = None
@@ -45,7 +48,10 @@ class Proxy:
         return f"postgresql://{self.user}@127.0.0.1:{port}/{self.database}"
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_unix_connection(self.socket_path)
+        if self.socket_path is not None:
+            up_reader, up_writer = await asyncio.open_unix_connection(self.socket_path)
+        else:
+            up_reader, up_writer = await asyncio.open_connection(*self.address)
         self._writers |= {writer, up_writer}
 
         await splice(reader, writer, up_reader, up_writer)

@@ -26,6 +26,13 @@ OPERATION_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 SAVES = Counter("memql_saves", "Saved memories by outcome", ["outcome"], registry=REGISTRY)
+STANDBY_READS = Counter(
+    "memql_standby_reads",
+    "Reads with a read URL set, by where they ran: standby, standby_waited (for the caller's"
+    " last write), or primary_behind / primary_away / primary_refused / primary_unknown",
+    ["outcome"],
+    registry=REGISTRY,
+)
 MCP_TOOL_CALLS = Counter(
     "memql_mcp_tool_calls",
     "MCP tool calls by tool and result",

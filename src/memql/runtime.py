@@ -25,6 +25,7 @@ from memql.db import tenants
 from memql.db.embedded import EmbeddedDatabase
 from memql.db.migrate import migrate
 from memql.db.pool import open_pool, owner_connection, system_connection
+from memql.db.replica import open_standby
 from memql.embeddings import Embedder, create_embedder
 from memql.errors import ConfigurationError
 from memql.leadership import running
@@ -105,10 +106,25 @@ async def open_memql(
         await prepare_ann_index(url, active)
         realtime = await stack.enter_async_context(open_realtime(settings, url))
         webhooks = await stack.enter_async_context(running(Deliverer.from_settings(settings, url)))
-        service = MemoryService(pool, active, settings, realtime=realtime)
+        standby = await open_standby(
+            stack,
+            url,
+            read_url(settings, url),
+            redis_url=settings.redis_url,
+            max_size=settings.pool_max_size,
+            wait=settings.read_wait_seconds,
+        )
+        service = MemoryService(pool, active, settings, realtime=realtime, standby=standby)
         authenticator = Authenticator(pool, policy, rates_from(settings))
         await stack.enter_async_context(listening(authenticator.cache, url))
         yield Memql(settings, url, pool, active, service, authenticator, realtime, webhooks)
+
+
+def read_url(settings: Settings, url: str) -> str | None:
+    """Where recall, lists, context blocks and counts of the database at `url` (the primary)
+    read: `MEMQL_READ_DATABASE_URL`, or None for the primary itself. (The test suite points it
+    at its standby here, for every database of the server.)"""
+    return settings.read_database_url
 
 
 async def check_embedding_space(url: str, embedder: Embedder) -> None:

@@ -59,6 +59,12 @@ LIMITS = Limits()
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None = None
+    # where recall, lists, context blocks and counts may read: hot standbys of the primary
+    # (libpq multi-host allowed); its parameters override the primary's (docs/scale.md)
+    read_database_url: str | None = None
+    # seconds a read on the standby waits for it to replay the caller's last write, before it
+    # reads the primary instead
+    read_wait_seconds: float = 0.05
     data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir("memql")))
     redis_url: str | None = None
     embedder: str = "local"
@@ -139,6 +145,10 @@ class Settings:
         values: dict[str, object] = {}
         if v := env.get("DATABASE_URL"):
             values["database_url"] = v
+        if v := env.get("MEMQL_READ_DATABASE_URL"):
+            values["read_database_url"] = v
+        if v := env.get("MEMQL_READ_WAIT_SECONDS"):
+            values["read_wait_seconds"] = _seconds("MEMQL_READ_WAIT_SECONDS", v)
         if v := env.get("MEMQL_DATA_DIR"):
             values["data_dir"] = Path(v).expanduser()
         if v := env.get("REDIS_URL"):
@@ -258,6 +268,10 @@ class Settings:
             raise ConfigurationError(
                 f"MEMQL_EMBEDDER={self.embedder} needs MEMQL_EMBEDDINGS_URL and"
                 " MEMQL_EMBEDDINGS_MODEL"
+            )
+        if self.read_database_url is not None and self.database_url is None:
+            raise ConfigurationError(
+                "MEMQL_READ_DATABASE_URL needs DATABASE_URL: the embedded PostgreSQL has no standby"
             )
         if self.embeddings_timeout <= 0:
             raise ConfigurationError("MEMQL_EMBEDDINGS_TIMEOUT must be positive")

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -71,6 +71,9 @@ def _statement_timeout() -> list[tuple[str, str]]:
     left = _remaining()
     return [] if left is None else [("statement_timeout", str(max(1, math.ceil(left * 1000))))]
 
+
+# work on a connection at a given point of a session's life (after a commit, before a read)
+ConnHook = Callable[[Conn], Awaitable[None]]
 
 STALE_CREDENTIAL = "the credential was revoked or its project has no memory"
 OUT_OF_TIME = (
@@ -197,20 +200,28 @@ class Sessions:
 
     @asynccontextmanager
     async def bound(
-        self, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+        self,
+        principal: Principal,
+        settings: Sequence[tuple[str, str]] = (),
+        *,
+        committed: ConnHook | None = None,
     ) -> AsyncIterator[Conn]:
         """A transaction on behalf of `principal`: every request-path write runs in one, so
         row-level security sees the principal's project and user. The binding statement also
         checks the credential again (a key revoked, an entitlement withdrawn since the
-        principal was resolved or cached): nothing is read or written for a stale one."""
-        async with self._connection(principal) as conn, conn.transaction():
-            await bind_principal(conn, principal, [*settings, *_statement_timeout()])
-            try:
-                yield conn
-            except pg_errors.UniqueViolation as exc:
-                raise Conflict(
-                    "another live memory holds that key; retire or supersede it first"
-                ) from exc
+        principal was resolved or cached): nothing is read or written for a stale one.
+        `committed` runs on the connection once the transaction has committed."""
+        async with self._connection(principal) as conn:
+            async with conn.transaction():
+                await bind_principal(conn, principal, [*settings, *_statement_timeout()])
+                try:
+                    yield conn
+                except pg_errors.UniqueViolation as exc:
+                    raise Conflict(
+                        "another live memory holds that key; retire or supersede it first"
+                    ) from exc
+            if committed is not None:
+                await committed(conn)
 
     @asynccontextmanager
     async def read(
@@ -219,6 +230,7 @@ class Sessions:
         settings: Sequence[tuple[str, str]] = (),
         *,
         wait: float | None = None,
+        ready: ConnHook | None = None,
     ) -> AsyncIterator[Conn]:
         """Reads on behalf of `principal` without a transaction's own round trips: the
         connection is in pipeline mode, outside any explicit transaction, so the binding and
@@ -227,10 +239,14 @@ class Sessions:
         sent with the block's first statement, in the same round trip; when the credential no
         longer holds it fails and the statements after it are not run (Unauthenticated). Only
         for reads: nothing is written in such a block. `wait`: seconds to wait for a
-        connection instead of the pool's (for callers that queue rather than fail fast)."""
+        connection instead of the pool's (for callers that queue rather than fail fast).
+        `ready` runs on the connection first, each of its statements a transaction of its own
+        (a standby's replay is waited for there: `db/replica.py`)."""
         async with self._connection(principal, wait) as conn:
             await conn.set_autocommit(True)
             try:
+                if ready is not None:
+                    await ready(conn)
                 async with conn.pipeline():
                     await bind_principal(conn, principal, [*settings, *_statement_timeout()])
                     yield conn

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -22,6 +23,7 @@ from memql.db import memories as db_memories
 from memql.db import recall as db_recall
 from memql.db import webhooks as db_webhooks
 from memql.db.pool import Conn
+from memql.db.replica import Reads, Standby
 from memql.db.session import Sessions
 from memql.embeddings import Embedder
 from memql.errors import (
@@ -81,8 +83,11 @@ class MemoryService:
         settings: Settings,
         weights: Weights | None = None,
         realtime: Realtime | None = None,
+        standby: Standby | None = None,
     ) -> None:
         self._sessions = Sessions(pool, project_slots=settings.project_slots)
+        # recall, lists, context blocks and counts: on a standby when one is configured
+        self._reads = Reads(self._sessions, standby, project_slots=settings.project_slots)
         self._realtime = realtime
         self._embedder = embedder
         self._settings = settings
@@ -266,8 +271,11 @@ class MemoryService:
     ) -> AsyncIterator[tuple[Conn, db_events.PendingEvents]]:
         """A write transaction for `principal` and the events it records: they are written
         when the block has done everything else, as the transaction's last statement (their
-        cursors lock the project's counter until the commit). A block that raises writes none."""
-        async with self._sessions.bound(principal, settings) as conn:
+        cursors lock the project's counter until the commit). A block that raises writes none.
+        With reads on standbys, the commit's position is then kept as the principal's last
+        write, so their next read sees it."""
+        committed = partial(self._reads.wrote, principal) if self._reads.on_standby else None
+        async with self._sessions.bound(principal, settings, committed=committed) as conn:
             events = db_events.PendingEvents(principal)
             yield conn, events
             await events.write(conn)
@@ -385,8 +393,9 @@ class MemoryService:
             occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
             source=validation.source(source, self._limits),
         )
-        async with self._sessions.read(principal) as conn:
-            rows, more, behind = await db_memories.list_page(
+        rows, more, behind = await self._reads.run(
+            principal,
+            lambda conn: db_memories.list_page(
                 conn,
                 principal,
                 flt,
@@ -395,7 +404,8 @@ class MemoryService:
                 after=start,
                 before=end,
                 from_end=last is not None,
-            )
+            ),
+        )
         cursors = [pagination.encode(m, order) for m in rows]
         has_next, has_previous = (behind, more) if last is not None else (more, behind)
         return Page(
@@ -412,8 +422,9 @@ class MemoryService:
         """How many memories a list's filter admits over all its pages (`Page.filter`)."""
         for scope in flt.scopes:
             self._readable(principal, scope)
-        async with self._sessions.read(principal) as conn:
-            return await db_memories.count_matching(conn, principal, flt)
+        return await self._reads.run(
+            principal, lambda conn: db_memories.count_matching(conn, principal, flt)
+        )
 
     @validation.storable_arguments
     async def recall(
@@ -462,8 +473,9 @@ class MemoryService:
         # shielded: the embedding may be shared with other requests for the same text, which
         # this one's cancellation (a client gone) must not cancel
         vector = await asyncio.shield(self.query_vectors.vector(principal.project_id, query))
-        async with self._sessions.read(principal, db_recall.RECALL_SETTINGS) as conn:
-            ranked = await db_recall.recall(
+        ranked = await self._reads.run(
+            principal,
+            lambda conn: db_recall.recall(
                 conn,
                 principal,
                 query=query,
@@ -475,7 +487,9 @@ class MemoryService:
                 weights=self._weights,
                 limit=limit,
                 occurred=occurred,
-            )
+            ),
+            db_recall.RECALL_SETTINGS,
+        )
         # sent with the binding as the block ended, in one round trip
         hits = await ranked.hits()
         return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in hits]
@@ -505,15 +519,18 @@ class MemoryService:
             memories = [h.memory for h in hits]
             memories.sort(key=lambda m: not m.pinned)  # stable: relevance order within each
             return format_context(memories, budget, total)
-        async with self._sessions.read(principal) as conn:
-            newest, total = await db_memories.context_memories(
+        newest, total = await self._reads.run(
+            principal,
+            lambda conn: db_memories.context_memories(
                 conn, principal, scopes, self._limits.context_candidates
-            )
+            ),
+        )
         return format_context(newest, budget, total)
 
     async def _count_live(self, principal: Principal, scopes: tuple[Scope, ...]) -> int:
-        async with self._sessions.read(principal) as conn:
-            return await db_memories.count_live(conn, principal, scopes)
+        return await self._reads.run(
+            principal, lambda conn: db_memories.count_live(conn, principal, scopes)
+        )
 
     # --- realtime -------------------------------------------------------------------------
 

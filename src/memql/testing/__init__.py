@@ -4,6 +4,8 @@
 - `serving(settings, embedder)`: a server in this process on a free port; `ServeProcess`: a
   `memql serve` process; `RedisProcess`: a private redis-server; `PostgresProcess`: a private
   embedded PostgreSQL to kill and start again (fault tests); `free_port()`
+- `StandbyPair()`: a PostgreSQL primary and a hot standby streaming from it, on loopback
+  ports, the standby's replay paused, resumed or the standby killed at will (reads on replicas)
 - `make_tenant(database_url)`: a fresh project and an API key (`Tenant`); `fresh_database(url)`:
   a new database on the same server, dropped at the end; `log_event(url, project_id)`: an event
   straight into the log
@@ -30,6 +32,7 @@ from memql.testing.server import (
     free_port,
     serving,
 )
+from memql.testing.standby import StandbyPair
 from memql.testing.webhooks import (
     Dribbler,
     Received,
@@ -47,6 +50,7 @@ __all__ = [
     "Receiver",
     "RedisProcess",
     "ServeProcess",
+    "StandbyPair",
     "Tenant",
     "dribbling_receiver",
     "free_port",
