@@ -129,11 +129,12 @@ class SharedPositions(LocalPositions):
 
     def __init__(self, redis_url: str) -> None:
         super().__init__()
-        from redis import asyncio as aioredis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
-        self._redis = aioredis.Redis.from_url(
+        from memql.redis_client import redis_from_url, watch_master
+
+        self._redis = redis_from_url(
             redis_url,
             socket_timeout=0.25,
             socket_connect_timeout=0.25,
@@ -142,8 +143,14 @@ class SharedPositions(LocalPositions):
         )
         self._keep_higher = self._redis.register_script(_KEEP_HIGHER)
         self._away_until = 0.0
+        # behind Sentinel: connections to a former master are dropped within a check
+        self._watch = asyncio.create_task(
+            watch_master(self._redis, lambda: None), name="memql-positions-master-watch"
+        )
 
     async def close(self) -> None:
+        self._watch.cancel()
+        await asyncio.gather(self._watch, return_exceptions=True)
         await self._redis.aclose()
 
     async def record(self, principal: Principal, lsn: int) -> None:

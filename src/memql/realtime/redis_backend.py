@@ -16,32 +16,51 @@ from collections.abc import Callable
 from typing import Any
 
 from broadcaster import BroadcastBackend, Event
-from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+
+from memql.redis_client import redis_from_url, watch_master
 
 log = logging.getLogger(__name__)
 
 
 class RedisPubSubBackend(BroadcastBackend):
     def __init__(self, url: str, on_failure: Callable[[BaseException], None]) -> None:
-        self._conn = aioredis.Redis.from_url(
+        self._conn = redis_from_url(
             url, retry=Retry(NoBackoff(), 0), socket_connect_timeout=2, health_check_interval=0
         )
         self._pubsub = self._conn.pubsub()
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._listening = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._on_failure = on_failure
 
     async def connect(self) -> None:
         await self._conn.ping()
         self._listener = asyncio.create_task(self._listen(), name="memql-redis-listener")
+        # behind Sentinel: a failover is a failure of this connection, even while the former
+        # master still answers
+        self._watch = asyncio.create_task(
+            watch_master(
+                self._conn,
+                lambda: self._on_failure(ConnectionError("the Redis master moved")),
+                self._subscribed_at,
+            ),
+            name="memql-redis-master-watch",
+        )
+
+    def _subscribed_at(self) -> tuple[str, int] | None:
+        connection = self._pubsub.connection
+        if connection is None or not connection.host:
+            return None
+        return (connection.host, int(connection.port))
 
     async def disconnect(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.gather(self._listener, return_exceptions=True)
+        for task in (self._listener, self._watch):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         try:
             await self._pubsub.aclose()
         finally:

@@ -163,10 +163,12 @@ class ServeProcess:
 class RedisProcess:
     """A redis-server of its own on a free port (never a shared one), restartable in place."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *args: str) -> None:
+        """`args`: more of redis-server's options (`--replicaof 127.0.0.1 6379`)."""
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._workdir = workdir
+        self._args = args
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -175,7 +177,7 @@ class RedisProcess:
             raise RuntimeError("redis-server is not installed")
         self._proc = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self._workdir)],
+             "--appendonly", "no", "--dir", str(self._workdir), *self._args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
