@@ -6,6 +6,7 @@
   embedded PostgreSQL to kill and start again (fault tests); `free_port()`
 - `StandbyPair()`: a PostgreSQL primary and a hot standby streaming from it, on loopback
   ports, the standby's replay paused, resumed or the standby killed at will (reads on replicas)
+- `SentinelGroup(workdir)`: a Redis master, its replica and a Sentinel, `failover()` at will
 - `make_tenant(database_url)`: a fresh project and an API key (`Tenant`); `fresh_database(url)`:
   a new database on the same server, dropped at the end; `log_event(url, project_id)`: an event
   straight into the log
@@ -25,6 +26,7 @@ from memql.testing.database import (
     newest_cursor,
 )
 from memql.testing.embedder import HashEmbedder
+from memql.testing.sentinel import SentinelGroup
 from memql.testing.server import (
     PostgresProcess,
     RedisProcess,
@@ -49,6 +51,7 @@ __all__ = [
     "Received",
     "Receiver",
     "RedisProcess",
+    "SentinelGroup",
     "ServeProcess",
     "StandbyPair",
     "Tenant",
