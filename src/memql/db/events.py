@@ -244,7 +244,7 @@ async def notified(conn: Conn, wait: float) -> list[Notify]:
 
 def moved_projects(notifies: Sequence[Notify]) -> set[uuid.UUID] | None:
     """The projects the event notifications among `notifies` name (`<project id>:<cursor>`,
-    013_notify_project.sql); None when one names none (a server not yet migrated sends the
+    014_notify_project.sql); None when one names none (a server not yet migrated sends the
     cursor alone), so the caller reads every project."""
     moved: set[uuid.UUID] = set()
     for notify in notifies:
