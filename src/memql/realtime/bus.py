@@ -109,6 +109,8 @@ class _Channel:
     inboxes: dict[str, set[Inbox]] = field(default_factory=dict)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    # the highest cursor seen on the channel, kept across reconnects
+    last: int | None = None
 
 
 class EventBus:
@@ -255,6 +257,7 @@ class EventBus:
                     except (ValueError, KeyError, TypeError):
                         log.warning("ignoring a malformed message on %s", name)
                         continue
+                    self._check_sequence(channel, decoded.event.cursor)
                     route = wire.event_route(decoded.event)
                     for box in list(channel.inboxes.get(route, ())):
                         box.push(decoded.event, decoded.epoch)
@@ -263,6 +266,19 @@ class EventBus:
         except Exception as exc:
             log.warning("broadcast subscription %s failed: %s", name, exc)
             self._trouble.set()
+
+    @staticmethod
+    def _check_sequence(channel: _Channel, cursor: int) -> None:
+        """A project's channel carries every event of the project in cursor order, and its
+        cursors count without gaps: a jump means messages were lost (published where this
+        instance was not listening, as around a Redis failover, when the relay's connection
+        moves after the bus's) or events were erased before the relay read them. Either way
+        the log has the truth: every inbox of the channel reads it again."""
+        if channel.last is not None and cursor > channel.last + 1:
+            for boxes in channel.inboxes.values():
+                for box in boxes:
+                    box.mark_resync()
+        channel.last = cursor if channel.last is None else max(channel.last, cursor)
 
     # --- supervision ----------------------------------------------------------------------
 
