@@ -206,6 +206,10 @@ def serve(settings: Settings) -> int:
     except SystemExit:
         if app.failure is None:  # uvicorn's own exit on a failed start
             raise
+    except KeyboardInterrupt:
+        # uvicorn shut down cleanly, then raised the captured Ctrl-C again for the exit
+        # status: give that status (128 + SIGINT) without a traceback
+        return 130
     finally:
         sock.close()
     if app.failure is not None:
