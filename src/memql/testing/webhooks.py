@@ -159,6 +159,10 @@ async def dribbling_receiver(every: float = 0.1) -> AsyncIterator[Dribbler]:
         handlers.add(task)
         try:
             await serve(reader, writer)
+        except asyncio.CancelledError:
+            # only the teardown below cancels: end as a finished task, since Python 3.11's
+            # stream callback calls `exception()` on the task and logs a cancelled one's
+            writer.close()
         finally:
             handlers.discard(task)
 
