@@ -204,3 +204,27 @@ async def test_total_count_follows_the_filters_not_the_page(alice):
 RECALL_MIN = """
 query($q: String!, $min: Float) { recall(query: $q, minScore: $min) { score memory { content } } }
 """
+
+
+async def test_a_count_alone_is_the_count_of_the_full_list_and_checks_the_same_arguments(alice):
+    """`memories { totalCount }` reads no page, yet counts what the list admits and refuses
+    what the list refuses; with edges, pageInfo or a fragment beside it the page is read."""
+    await save_facts(alice)
+    full = page_of(await alice.ok(PAGE, {"first": 2}))
+    assert full[2] == len(FACTS) and len(full[0]) == 2
+    alone = await alice.ok(
+        '{ a: memories(first: 1) { totalCount } b: memories(first: 1, contains: "zzz-none")'
+        " { __typename totalCount } }"
+    )
+    assert alone == {
+        "a": {"totalCount": len(FACTS)},
+        "b": {"__typename": "MemoryConnection", "totalCount": 0},
+    }
+    fragment = await alice.ok(
+        "{ memories(first: 1) { ... on MemoryConnection { totalCount edges { cursor } } } }"
+    )
+    assert fragment["memories"]["totalCount"] == len(FACTS)
+    assert len(fragment["memories"]["edges"]) == 1
+    assert await alice.error("{ memories(first: 0) { totalCount } }") == "BAD_USER_INPUT"
+    assert await alice.error("{ memories(first: 201) { totalCount } }") == "BAD_USER_INPUT"
+    assert await alice.error('{ memories(after: "forged") { totalCount } }') == "BAD_USER_INPUT"

@@ -7,6 +7,7 @@ from typing import Annotated, Any, cast
 
 import strawberry
 from strawberry.scalars import JSON
+from strawberry.types.nodes import SelectedField
 
 from memql.graphql.context import Info
 from memql.graphql.types import (
@@ -131,6 +132,7 @@ class Query:
             after=after,
             last=last,
             before=before,
+            rows=_selects_rows(info),
         )
         return MemoryConnection.from_domain(page)
 
@@ -192,3 +194,18 @@ class Query:
     async def webhooks(self, info: Info) -> list[Webhook]:
         found = await info.context.service.webhooks(info.context.principal)
         return [Webhook.from_domain(w) for w in found]
+
+
+# what a connection can show without reading its page
+_COUNT_ONLY = frozenset({"totalCount", "__typename"})
+
+
+def _selects_rows(info: Info) -> bool:
+    """Whether the selection shows the page (its edges or pageInfo): a selection of
+    `totalCount` alone needs only the count, not a page of up to 200 memories to build and
+    drop. Fragments count as showing it (read rather than guessed)."""
+    for field in info.selected_fields:
+        for selection in field.selections:
+            if not isinstance(selection, SelectedField) or selection.name not in _COUNT_ONLY:
+                return True
+    return False

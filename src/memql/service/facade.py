@@ -367,10 +367,14 @@ class MemoryService:
         after: str | None = None,
         last: int | None = None,
         before: str | None = None,
+        rows: bool = True,
     ) -> Page:
         """A page of the memories the filters admit, newest created first unless `order` says
         otherwise: the `first` after the cursor `after`, or the `last` before `before` (at most
-        one of `first` and `last`; neither means the first page of the default size)."""
+        one of `first` and `last`; neither means the first page of the default size).
+
+        `rows=False` validates the same arguments but reads no page: the result carries only
+        the filter, for a caller that wants the count alone (`count_memories`)."""
         order = order or Order()
         if first is not None and last is not None:
             raise BadInput("pass `first` or `last`, not both", argument="last")
@@ -393,7 +397,9 @@ class MemoryService:
             occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
             source=validation.source(source, self._limits),
         )
-        rows, more, behind = await self._reads.run(
+        if not rows:
+            return Page([], [], has_next_page=False, filter=flt)
+        memories, more, behind = await self._reads.run(
             principal,
             lambda conn: db_memories.list_page(
                 conn,
@@ -406,10 +412,10 @@ class MemoryService:
                 from_end=last is not None,
             ),
         )
-        cursors = [pagination.encode(m, order) for m in rows]
+        cursors = [pagination.encode(m, order) for m in memories]
         has_next, has_previous = (behind, more) if last is not None else (more, behind)
         return Page(
-            rows,
+            memories,
             cursors,
             has_next_page=has_next,
             end_cursor=cursors[-1] if cursors else None,
