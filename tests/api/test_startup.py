@@ -12,7 +12,7 @@ import tempfile
 import psycopg
 import pytest
 
-from memql.testing import ServeProcess
+from memql.testing import ServeProcess, fresh_database
 from memql.testing.database import url_for_database
 
 NO_PGVECTOR = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -89,11 +89,13 @@ def test_a_port_in_use_is_one_line_before_anything_starts():
 async def test_ctrl_c_stops_the_server_without_a_traceback(postgres, tmp_path):
     """SIGINT (Ctrl-C at a terminal) after a clean shutdown exits 130, the shell's code for
     an interrupt, without a KeyboardInterrupt traceback under "Finished server process"."""
-    server = ServeProcess.on_database(postgres, tmp_path)
-    try:
-        await server.ready()
-    finally:
-        server.stop()
+    # a database of its own: the suite's shared one may already hold another model's vectors
+    async with fresh_database(postgres) as url:
+        server = ServeProcess.on_database(url, tmp_path)
+        try:
+            await server.ready()
+        finally:
+            server.stop()
     log = server.log.read_text()
     assert "Finished server process" in log, log
     assert "Traceback" not in log, log
