@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from psycopg import AsyncConnection
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
+from memql.db import events as db_events
 from memql.db import tenants
 from memql.db.migrate import migrate
 from memql.db.pool import owner_connection
@@ -84,10 +85,4 @@ async def log_event(database_url: str, project_id: uuid.UUID) -> tuple[int, floa
 async def newest_cursor(conn: AsyncConnection[Any], project_id: uuid.UUID) -> int:
     """Where the project's event log stands (its committed counter: cursors count per project);
     a `since` from it replays nothing and misses nothing after it."""
-    cur = await conn.execute(
-        "select coalesce((select last from project_cursors where project_id = %s), 0)",
-        (project_id,),
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
+    return await db_events.horizon(conn, project_id)
