@@ -126,6 +126,13 @@ def database_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
+def read_database_url(database_url: str) -> str:
+    """Where a memql started on `database_url` reads recall, lists, blocks and counts: the
+    database itself, or its standby with `--reads-on-standby`."""
+    return runtime.read_url(Settings(database_url=database_url), database_url) or database_url
+
+
+@pytest.fixture(scope="module")
 def embedder(request: pytest.FixtureRequest) -> Embedder:
     found: Embedder = request.getfixturevalue(
         "local_model" if uses_model(request) else "hash_embedder"

@@ -228,7 +228,26 @@ async def answers_in_time(http: httpx.AsyncClient, tenant: Tenant) -> bool:
     return False
 
 
-async def test_a_batch_shares_one_deadline(hurried, tenant, database_url):
+async def locked_where_reads_go(database_url: str, read_database_url: str) -> bool:
+    """Whether reads of memories at `read_database_url` wait for an exclusive lock: at once on
+    the primary; on a standby once it has replayed the lock, which a commit beside it sends
+    (WAL is flushed at a commit)."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("select pg_current_xact_id()")
+    async with await psycopg.AsyncConnection.connect(read_database_url, autocommit=True) as conn:
+        for _ in range(100):
+            cur = await conn.execute(
+                "select count(*) from pg_locks where locktype = 'relation'"
+                " and relation = 'memories'::regclass and mode = 'AccessExclusiveLock'"
+                " and granted"
+            )
+            if (await cur.fetchone() or (0,))[0]:
+                return True
+            await asyncio.sleep(0.05)
+    return False
+
+
+async def test_a_batch_shares_one_deadline(hurried, tenant, database_url, read_database_url):
     async with (
         httpx.AsyncClient(base_url=hurried, timeout=30) as http,
         await psycopg.AsyncConnection.connect(database_url) as locker,
@@ -236,6 +255,7 @@ async def test_a_batch_shares_one_deadline(hurried, tenant, database_url):
         assert await answers_in_time(http, tenant)
         # every read of memories waits while this transaction holds its lock
         await locker.execute("lock table memories in access exclusive mode")
+        assert await locked_where_reads_go(database_url, read_database_url)
 
         async def release() -> None:  # bounds the test when the deadline does not hold
             await asyncio.sleep(5)
