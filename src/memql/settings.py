@@ -1,17 +1,33 @@
-"""One validated settings object, read from the environment when asked, never at import time."""
+"""One validated settings object, read from the environment when asked, never at import time.
+
+Each setting is declared once, on its field: the environment variable that sets it, the parser
+that reads it (its type, its bounds, its allowed values) and what it means. `Settings.from_env`
+reads every declared variable in one loop, and the configuration table of the documentation is
+printed from the same declarations (`python -m memql.settings --markdown`; a unit test holds the
+page to it). A field no variable sets says why (`fixed`).
+"""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
+from typing import Any, TypeVar, overload
 
 import platformdirs
 
 from memql.errors import ConfigurationError
 from memql.model import Access, EmbedderConfig, Grant, Weights, parse_grant
+
+T = TypeVar("T")
+
+#: reads one variable's text: `(variable, text) -> value`, or a `ConfigurationError` whose one
+#: line names the variable and the text
+Parser = Callable[[str, str], T]
 
 DEFAULT_CLIENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ)
 DEFAULT_AGENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
@@ -20,6 +36,9 @@ DEFAULT_AGENT_GRANT = Grant(user=Access.READ_WRITE, project=Access.READ_WRITE)
 # a batch runs its operations concurrently on one request's credentials; beyond this it is
 # a denial of service, not a convenience
 BATCH_MAX_LIMIT = 100
+
+# the connections each instance opens at start and keeps (`Settings.pool_min_size`)
+POOL_KEPT = 2
 
 
 @dataclass(frozen=True)
@@ -56,244 +75,102 @@ class Limits:
 LIMITS = Limits()
 
 
-@dataclass(frozen=True)
-class Settings:
-    database_url: str | None = None
-    # where recall, lists, context blocks and counts may read: hot standbys of the primary
-    # (libpq multi-host allowed); its parameters override the primary's (docs/scale.md)
-    read_database_url: str | None = None
-    # seconds a read on the standby waits for it to replay the caller's last write, before it
-    # reads the primary instead
-    read_wait_seconds: float = 0.05
-    data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir("memql")))
-    redis_url: str | None = None
-    embedder: str = "local"
-    embeddings_url: str | None = None
-    embeddings_model: str | None = None
-    embeddings_dimensions: int | None = None
-    embeddings_api_key: str | None = None
-    # seconds before one request to a remote embedder is abandoned (and retried)
-    embeddings_timeout: float = 10.0
-    # what runs the local model (embeddings/local.py): auto, openvino or onnxruntime
-    embeddings_runtime: str = "auto"
-    host: str = "127.0.0.1"
-    port: int = 8000
-    # Cosine similarity at or above which a same-kind live memory absorbs a new save.
-    absorb_threshold: float = 0.95
-    # Cosine similarity at or above which other memories are reported as near-duplicates.
-    near_duplicate_threshold: float = 0.80
-    # How recall fuses its signals; None means the service's calibrated default.
-    recall_weights: Weights | None = None
-    graphiql: bool = True
-    introspection: bool = True
-    # origins (scheme://host[:port]) whose pages may call /graphql and /mcp and open websockets
-    cors_origins: tuple[str, ...] = ()
-    # operations one POST may batch (a JSON array); 0: batching is off
-    batch_max: int = 0
-    # automatic persisted queries each instance remembers; 0: APQ is off
-    persisted_queries: int = 1000
-    # the longest GraphQL document text (comments included), refused before it is parsed
-    max_document_bytes: int = 64 * 1024
-    # /metrics on its own port instead of the API's (same host); None: on the API port
-    metrics_port: int | None = None
-    # a bearer token /metrics requires; None: no token
-    metrics_token: str | None = None
-    # the built-in access policy: a grant per consumer; MEMQL_ACCESS_POLICY replaces it
-    client_grant: Grant = DEFAULT_CLIENT_GRANT
-    agent_grant: Grant = DEFAULT_AGENT_GRANT
-    access_policy: str | None = None
-    pool_min_size: int = 2
-    pool_max_size: int = 10
-    # query vectors kept per instance (service/query_vectors.py); 0 embeds every query anew
-    query_vectors: int = 4096
-    # seconds a request waits for a database connection before it is answered with 503
-    pool_timeout_seconds: float = 5.0
-    # the fraction of the pool one project's requests may hold or wait for at once (1: all)
-    pool_project_share: float = 0.5
-    # seconds one GraphQL operation (or MCP call) may spend with the database in all; each of
-    # its statements is cancelled by PostgreSQL at that deadline (statement_timeout)
-    request_timeout_seconds: float = 30.0
-    # requests a second one credential (API key; browser token's user) or one project may
-    # make, each with bursts of `rate_burst_seconds` worth; 0: not limited
-    rate_per_key: float = 0.0
-    rate_per_project: float = 0.0
-    rate_burst_seconds: float = 2.0
-    # realtime: live messages a subscriber may have waiting before it is closed as too slow
-    subscriber_queue: int = 1000
-    # realtime: seconds between credential checks of a live subscription
-    auth_recheck_seconds: float = 3.0
-    # the largest HTTP request body or websocket message; 4 MiB holds a full batch of the
-    # longest memories (100 x 8192 characters, UTF-8) with their sources
-    max_body_bytes: int = 4 * 1024 * 1024
-    # webhooks: deliver to private, loopback and link-local addresses too
-    webhooks_allow_private: bool = False
-    # webhooks: seconds one attempt may take in all (resolve, connect, send, the answer's
-    # status and headers), however the receiver dribbles its answer
-    webhooks_timeout: float = 10.0
-    # webhooks: the deliverer's connections in use at once, and the most one project may hold
-    webhooks_connections: int = 100
-    webhooks_project_connections: int = 10
-    # webhooks: the first and the longest wait before retrying a failed delivery (seconds)
-    webhooks_backoff_min: float = 1.0
-    webhooks_backoff_max: float = 60.0
-    limits: Limits = field(default_factory=Limits)
+# ---- the parsers: one per kind of value -------------------------------------------------------
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        s = cls()
-        values: dict[str, object] = {}
-        if v := env.get("DATABASE_URL"):
-            values["database_url"] = v
-        if v := env.get("MEMQL_READ_DATABASE_URL"):
-            values["read_database_url"] = v
-        if v := env.get("MEMQL_READ_WAIT_SECONDS"):
-            values["read_wait_seconds"] = _seconds("MEMQL_READ_WAIT_SECONDS", v)
-        if v := env.get("MEMQL_DATA_DIR"):
-            values["data_dir"] = Path(v).expanduser()
-        if v := env.get("REDIS_URL"):
-            values["redis_url"] = v
-        if v := env.get("MEMQL_EMBEDDER"):
-            values["embedder"] = v.strip().lower()
-        for name in ("url", "model", "api_key"):
-            if v := env.get(f"MEMQL_EMBEDDINGS_{name.upper()}"):
-                values[f"embeddings_{name}"] = v
-        if v := env.get("MEMQL_EMBEDDINGS_DIMENSIONS"):
-            values["embeddings_dimensions"] = _int("MEMQL_EMBEDDINGS_DIMENSIONS", v, minimum=1)
-        if v := env.get("MEMQL_EMBEDDINGS_TIMEOUT"):
-            try:
-                values["embeddings_timeout"] = float(v)
-            except ValueError:
-                raise ConfigurationError(
-                    f"MEMQL_EMBEDDINGS_TIMEOUT={v!r} is not a number"
-                ) from None
-        if v := env.get("MEMQL_EMBEDDINGS_RUNTIME"):
-            values["embeddings_runtime"] = v.strip().lower()
-        if v := env.get("MEMQL_HOST"):
-            values["host"] = v
-        if v := env.get("MEMQL_PORT"):
-            values["port"] = _int("MEMQL_PORT", v, minimum=0)
-        if v := env.get("MEMQL_ABSORB_THRESHOLD"):
-            values["absorb_threshold"] = _fraction("MEMQL_ABSORB_THRESHOLD", v)
-        if v := env.get("MEMQL_NEAR_DUPLICATE_THRESHOLD"):
-            values["near_duplicate_threshold"] = _fraction("MEMQL_NEAR_DUPLICATE_THRESHOLD", v)
-        if v := env.get("MEMQL_RECALL_WEIGHTS"):
-            values["recall_weights"] = parse_weights(v)
-        if v := env.get("MEMQL_GRAPHIQL"):
-            values["graphiql"] = _bool("MEMQL_GRAPHIQL", v)
-        if v := env.get("MEMQL_INTROSPECTION"):
-            values["introspection"] = _bool("MEMQL_INTROSPECTION", v)
-        if v := env.get("MEMQL_CORS_ORIGINS"):
-            values["cors_origins"] = parse_origins(v)
-        if v := env.get("MEMQL_BATCH_MAX"):
-            values["batch_max"] = _int("MEMQL_BATCH_MAX", v, minimum=0)
-        if v := env.get("MEMQL_PERSISTED_QUERIES"):
-            values["persisted_queries"] = _int("MEMQL_PERSISTED_QUERIES", v, minimum=0)
-        if v := env.get("MEMQL_MAX_DOCUMENT_BYTES"):
-            values["max_document_bytes"] = _int("MEMQL_MAX_DOCUMENT_BYTES", v, minimum=1024)
-        if v := env.get("MEMQL_METRICS_PORT"):
-            values["metrics_port"] = _int("MEMQL_METRICS_PORT", v, minimum=1)
-        if v := env.get("MEMQL_METRICS_TOKEN"):
-            values["metrics_token"] = v.strip()
-        for consumer in ("client", "agent"):
-            name = f"MEMQL_{consumer.upper()}_GRANT"
-            if v := env.get(name):
-                values[f"{consumer}_grant"] = _grant(name, v)
-        if v := env.get("MEMQL_ACCESS_POLICY"):
-            values["access_policy"] = v.strip()
-        if v := env.get("MEMQL_QUERY_VECTORS"):
-            values["query_vectors"] = _int("MEMQL_QUERY_VECTORS", v, minimum=0)
-        if v := env.get("MEMQL_POOL_MAX_SIZE"):
-            values["pool_max_size"] = _int("MEMQL_POOL_MAX_SIZE", v, minimum=1)
-        if v := env.get("MEMQL_POOL_TIMEOUT_SECONDS"):
-            values["pool_timeout_seconds"] = _seconds("MEMQL_POOL_TIMEOUT_SECONDS", v)
-        if v := env.get("MEMQL_POOL_PROJECT_SHARE"):
-            values["pool_project_share"] = _fraction("MEMQL_POOL_PROJECT_SHARE", v)
-        if v := env.get("MEMQL_REQUEST_TIMEOUT_SECONDS"):
-            values["request_timeout_seconds"] = _seconds("MEMQL_REQUEST_TIMEOUT_SECONDS", v)
-        for name in ("RATE_PER_KEY", "RATE_PER_PROJECT"):
-            if v := env.get(f"MEMQL_{name}"):
-                values[name.lower()] = _rate(f"MEMQL_{name}", v)
-        if v := env.get("MEMQL_RATE_BURST_SECONDS"):
-            values["rate_burst_seconds"] = _seconds("MEMQL_RATE_BURST_SECONDS", v)
-        if v := env.get("MEMQL_SUBSCRIBER_QUEUE"):
-            values["subscriber_queue"] = _int("MEMQL_SUBSCRIBER_QUEUE", v, minimum=1)
-        if v := env.get("MEMQL_AUTH_RECHECK_SECONDS"):
-            values["auth_recheck_seconds"] = _seconds("MEMQL_AUTH_RECHECK_SECONDS", v)
-        if v := env.get("MEMQL_MAX_BODY_BYTES"):
-            values["max_body_bytes"] = _int("MEMQL_MAX_BODY_BYTES", v, minimum=1024)
-        if v := env.get("MEMQL_WEBHOOKS_ALLOW_PRIVATE"):
-            values["webhooks_allow_private"] = _bool("MEMQL_WEBHOOKS_ALLOW_PRIVATE", v)
-        for name in ("timeout", "backoff_min", "backoff_max"):
-            env_name = f"MEMQL_WEBHOOKS_{name.upper()}"
-            if v := env.get(env_name):
-                values[f"webhooks_{name}"] = _seconds(env_name, v)
-        for name in ("connections", "project_connections"):
-            env_name = f"MEMQL_WEBHOOKS_{name.upper()}"
-            if v := env.get(env_name):
-                values[f"webhooks_{name}"] = _int(env_name, v, minimum=1)
-        s = replace(s, **values)  # type: ignore[arg-type]
-        s.validate()
-        return s
 
-    @property
-    def project_slots(self) -> int:
-        """Connections one project's requests may hold or wait for at once."""
-        return max(1, math.floor(self.pool_max_size * self.pool_project_share))
+def text(name: str, raw: str) -> str:
+    """Taken as it is (a URL, a host, a key)."""
+    return raw
 
-    @property
-    def embedder_config(self) -> EmbedderConfig:
-        return EmbedderConfig(
-            provider=self.embedder,
-            model=self.embeddings_model,
-            url=self.embeddings_url,
-            dimensions=self.embeddings_dimensions,
-            api_key=self.embeddings_api_key,
-            timeout=self.embeddings_timeout,
-            runtime=self.embeddings_runtime,
-        )
 
-    def validate(self) -> None:
-        if self.batch_max > BATCH_MAX_LIMIT:
-            raise ConfigurationError(
-                f"MEMQL_BATCH_MAX={self.batch_max} exceeds {BATCH_MAX_LIMIT} operations"
-            )
-        if self.metrics_port is not None and self.metrics_port == self.port:
-            raise ConfigurationError("MEMQL_METRICS_PORT must differ from MEMQL_PORT")
-        if self.embedder not in ("local", "openai", "tei"):
-            raise ConfigurationError(
-                f"MEMQL_EMBEDDER={self.embedder!r} is not one of local, openai, tei"
-            )
-        if self.embedder != "local" and not (self.embeddings_url and self.embeddings_model):
-            raise ConfigurationError(
-                f"MEMQL_EMBEDDER={self.embedder} needs MEMQL_EMBEDDINGS_URL and"
-                " MEMQL_EMBEDDINGS_MODEL"
-            )
-        if self.read_database_url is not None and self.database_url is None:
-            raise ConfigurationError(
-                "MEMQL_READ_DATABASE_URL needs DATABASE_URL: the embedded PostgreSQL has no standby"
-            )
-        if self.embeddings_timeout <= 0:
-            raise ConfigurationError("MEMQL_EMBEDDINGS_TIMEOUT must be positive")
-        if self.embeddings_runtime not in ("auto", "openvino", "onnxruntime"):
-            raise ConfigurationError(
-                f"MEMQL_EMBEDDINGS_RUNTIME={self.embeddings_runtime!r} is not one of auto,"
-                " openvino, onnxruntime"
-            )
-        if self.webhooks_project_connections > self.webhooks_connections:
-            raise ConfigurationError(
-                "MEMQL_WEBHOOKS_PROJECT_CONNECTIONS must not exceed MEMQL_WEBHOOKS_CONNECTIONS"
-            )
-        if min(self.webhooks_connections, self.webhooks_project_connections) < 1:
-            raise ConfigurationError("webhook connections must be at least 1")
-        if self.webhooks_backoff_min > self.webhooks_backoff_max:
-            raise ConfigurationError(
-                "MEMQL_WEBHOOKS_BACKOFF_MIN must not exceed MEMQL_WEBHOOKS_BACKOFF_MAX"
-            )
-        if not self.near_duplicate_threshold <= self.absorb_threshold:
-            raise ConfigurationError(
-                "MEMQL_NEAR_DUPLICATE_THRESHOLD must not exceed MEMQL_ABSORB_THRESHOLD"
-            )
+def stripped(name: str, raw: str) -> str:
+    """Taken without surrounding blanks (a token, `module:function`)."""
+    return raw.strip()
+
+
+def path(name: str, raw: str) -> Path:
+    """A file system path; `~` is the user's home."""
+    return Path(raw).expanduser()
+
+
+def choice(*allowed: str) -> Parser[str]:
+    """One of `allowed`, in any case."""
+
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in allowed:
+            raise ConfigurationError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return parse
+
+
+def integer(*, minimum: int, maximum: int | None = None) -> Parser[int]:
+    """A whole number in [minimum, maximum]."""
+
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigurationError(f"{name}={raw!r} is not an integer") from None
+        if value < minimum:
+            raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise ConfigurationError(f"{name}={raw!r} must be at most {maximum}")
+        return value
+
+    return parse
+
+
+def boolean(name: str, raw: str) -> bool:
+    """`true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`)."""
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(f"{name}={raw!r} is not a boolean (true/false)")
+
+
+def _float(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
+
+
+def _positive(maximum: float, unit: str = "") -> Parser[float]:
+    """A number in (0, maximum]."""
+
+    def parse(name: str, raw: str) -> float:
+        value = _float(name, raw)
+        if not 0.0 < value <= maximum:
+            raise ConfigurationError(f"{name}={raw!r} must be in (0, {maximum:g}]{unit}")
+        return value
+
+    return parse
+
+
+#: a share or a similarity, in (0, 1]
+fraction = _positive(1.0)
+#: a duration, in (0, 3600] seconds
+seconds = _positive(3600.0, " seconds")
+
+
+def rate(name: str, raw: str) -> float:
+    """Requests a second, 0 or more (0: not limited)."""
+    value = _float(name, raw)
+    if not 0.0 <= value < float("inf"):
+        raise ConfigurationError(f"{name}={raw!r} must be 0 (off) or a rate a second")
+    return value
+
+
+def grant(name: str, raw: str) -> Grant:
+    """`user=<access>,project=<access>`, each `none`, `read` or `read-write`."""
+    try:
+        return parse_grant(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from None
 
 
 _WEIGHT_NAMES = {
@@ -305,10 +182,9 @@ _WEIGHT_NAMES = {
 }
 
 
-def parse_weights(raw: str) -> Weights:
+def weights(name: str, raw: str) -> Weights:
     """`vector=0.76,lexical=0.2,recency=0.02,pinned=0.02[,half_life_days=90]`; unnamed weights
     are 0 and the half-life defaults to 90 days, as in the default weights."""
-    name = "MEMQL_RECALL_WEIGHTS"
     values: dict[str, float] = {
         "vector": 0.0,
         "lexical": 0.0,
@@ -335,73 +211,564 @@ def parse_weights(raw: str) -> Weights:
         raise ConfigurationError(f"{name}={raw!r}: {exc}") from None
 
 
-def parse_origins(raw: str) -> tuple[str, ...]:
+def origins(name: str, raw: str) -> tuple[str, ...]:
     """`https://app.example,http://localhost:5173`: exact origins, in the form browsers send
     them in `Origin` (lowercase, default ports left out). No wildcard: each site is named."""
     from strawberry.http.websocket_origin import normalize_allowed_origins
 
     listed = [part.strip() for part in raw.split(",") if part.strip()]
     if "*" in listed:
-        raise ConfigurationError(
-            "MEMQL_CORS_ORIGINS: list exact origins (https://app.example), not '*'"
-        )
+        raise ConfigurationError(f"{name}: list exact origins (https://app.example), not '*'")
     try:
         return tuple(sorted(normalize_allowed_origins(listed)))
-    except ValueError as exc:
-        raise ConfigurationError(f"MEMQL_CORS_ORIGINS: {exc}") from None
-
-
-def _int(name: str, raw: str, *, minimum: int) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not an integer") from None
-    if value < minimum:
-        raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
-    return value
-
-
-def _rate(name: str, raw: str) -> float:
-    """Requests a second, 0 or more (0: not limited)."""
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
-    if not 0.0 <= value < float("inf"):
-        raise ConfigurationError(f"{name}={raw!r} must be 0 (off) or a rate a second")
-    return value
-
-
-def _fraction(name: str, raw: str) -> float:
-    return _number(name, raw, 1.0)
-
-
-def _seconds(name: str, raw: str) -> float:
-    return _number(name, raw, 3600.0, " seconds")
-
-
-def _number(name: str, raw: str, maximum: float, unit: str = "") -> float:
-    """A number in (0, maximum]."""
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
-    if not 0.0 < value <= maximum:
-        raise ConfigurationError(f"{name}={raw!r} must be in (0, {maximum:g}]{unit}")
-    return value
-
-
-def _grant(name: str, raw: str) -> Grant:
-    try:
-        return parse_grant(raw)
     except ValueError as exc:
         raise ConfigurationError(f"{name}: {exc}") from None
 
 
-def _bool(name: str, raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ConfigurationError(f"{name}={raw!r} is not a boolean (true/false)")
+# ---- the declarations ------------------------------------------------------------------------
+
+_DECLARED = "memql.setting"
+
+
+@dataclass(frozen=True)
+class Variable:
+    """How the environment sets one field: an unset or empty variable leaves its default."""
+
+    name: str
+    parse: Parser[Any]
+    # one line of the configuration table
+    meaning: str
+    # the table's default column; `{default}` is the field's default as the table shows it
+    shown: str = "{default}"
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A field no environment variable sets (code that builds `Settings` may), and why."""
+
+    why: str
+
+
+@overload
+def setting(
+    variable: str, parse: Parser[T], meaning: str, *, default: T, shown: str = ...
+) -> T: ...
+@overload
+def setting(
+    variable: str, parse: Parser[T], meaning: str, *, factory: Callable[[], T], shown: str
+) -> T: ...
+def setting(
+    variable: str,
+    parse: Parser[Any],
+    meaning: str,
+    *,
+    default: Any = MISSING,
+    factory: Any = MISSING,
+    shown: str = "{default}",
+) -> Any:
+    """A field set by `variable`, read by `parse`; `meaning` is its line in the table. A
+    default made by `factory` (one that depends on the machine) is shown by `shown` alone."""
+    if factory is not MISSING and "{default}" in shown:
+        raise TypeError(f"{variable}: a default made by a factory needs its own `shown` text")
+    if "|" in meaning + shown or "\n" in meaning + shown:
+        raise TypeError(f"{variable}: the table's cells hold one line without '|'")
+    metadata = {_DECLARED: Variable(variable, parse, meaning, shown)}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@overload
+def fixed(*, why: str, default: T) -> T: ...
+@overload
+def fixed(*, why: str, factory: Callable[[], T]) -> T: ...
+def fixed(*, why: str, default: Any = MISSING, factory: Any = MISSING) -> Any:
+    """A field no environment variable sets; `why` says why not."""
+    metadata = {_DECLARED: Fixed(why)}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _user_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("memql"))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one memql instance runs with. Each field is declared with `setting` (the variable
+    that sets it, its parser, its meaning) or `fixed` (set only by code, and why)."""
+
+    database_url: str | None = setting(
+        "DATABASE_URL",
+        text,
+        "PostgreSQL with pgvector",
+        default=None,
+        shown="{default}: embedded PostgreSQL in `MEMQL_DATA_DIR`",
+    )
+    read_database_url: str | None = setting(
+        "MEMQL_READ_DATABASE_URL",
+        text,
+        "hot standbys of `DATABASE_URL` for recall, lists, context blocks and counts (libpq"
+        " multi-host allowed: `postgresql://r1:5432,r2:5432/memql`; its parameters override"
+        " `DATABASE_URL`'s, so it may name only the hosts; `target_session_attrs` defaults to"
+        " `prefer-standby`). Each caller's own writes stay visible to its next read, on any"
+        " instance (through `REDIS_URL` when set): see [docs/scale.md](docs/scale.md#replicas)",
+        default=None,
+        shown="{default}: every read on the primary",
+    )
+    read_wait_seconds: float = setting(
+        "MEMQL_READ_WAIT_SECONDS",
+        seconds,
+        "how long a read waits for the standby to replay the caller's last write before it"
+        " reads the primary instead",
+        default=0.05,
+    )
+    data_dir: Path = setting(
+        "MEMQL_DATA_DIR",
+        path,
+        "where the embedded database lives; its PostgreSQL also reads `pg/memql.conf` there"
+        " (written when it is missing: `shared_buffers` of an eighth of the machine's memory,"
+        " 128 MB to 1 GB; edit it and restart to change)",
+        factory=_user_data_dir,
+        shown="the per-user data directory (`~/.local/share/memql`)",
+    )
+    embedder: str = setting(
+        "MEMQL_EMBEDDER",
+        choice("local", "openai", "tei"),
+        "embedding provider: `local`, `openai` (any OpenAI-compatible `/v1/embeddings`) or"
+        " `tei` (text-embeddings-inference)",
+        default="local",
+        shown="{default} (all-MiniLM-L6-v2 from the installed model package)",
+    )
+    # what runs the local model (embeddings/local.py)
+    embeddings_runtime: str = setting(
+        "MEMQL_EMBEDDINGS_RUNTIME",
+        choice("auto", "openvino", "onnxruntime"),
+        "what runs the local model: `openvino` (bfloat16 where the CPU computes it, AVX-512"
+        " BF16 or AMX; float32 elsewhere), `onnxruntime` (float32), or `auto`",
+        default="auto",
+        shown="{default}: OpenVINO on a CPU with bfloat16, ONNX Runtime elsewhere",
+    )
+    # service/query_vectors.py
+    query_vectors: int = setting(
+        "MEMQL_QUERY_VECTORS",
+        integer(minimum=0),
+        "query vectors kept per instance (a question asked again in a project skips the"
+        " model; `0`: none)",
+        default=4096,
+    )
+    embeddings_url: str | None = setting(
+        "MEMQL_EMBEDDINGS_URL",
+        text,
+        "remote embedder: API base (`https://api.openai.com/v1`, `http://tei:80`)",
+        default=None,
+        shown="required for `openai`/`tei`",
+    )
+    embeddings_model: str | None = setting(
+        "MEMQL_EMBEDDINGS_MODEL",
+        text,
+        "remote embedder: model name",
+        default=None,
+        shown="required for `openai`/`tei`",
+    )
+    embeddings_dimensions: int | None = setting(
+        "MEMQL_EMBEDDINGS_DIMENSIONS",
+        integer(minimum=1),
+        "remote embedder: dimensions to ask for (`openai`)",
+        default=None,
+    )
+    embeddings_api_key: str | None = setting(
+        "MEMQL_EMBEDDINGS_API_KEY", text, "remote embedder: bearer key", default=None
+    )
+    # a request abandoned is retried
+    embeddings_timeout: float = setting(
+        "MEMQL_EMBEDDINGS_TIMEOUT",
+        seconds,
+        "seconds per remote embedding request (3 attempts with backoff)",
+        default=10.0,
+    )
+    # None means the service's calibrated default
+    recall_weights: Weights | None = setting(
+        "MEMQL_RECALL_WEIGHTS",
+        weights,
+        "recall fusion, e.g. `vector=0.76,lexical=0.20,recency=0.02,pinned=0.02,half_life_days=90`",
+        default=None,
+        shown="{default}: those values",
+    )
+    host: str = setting("MEMQL_HOST", text, "listen address", default="127.0.0.1")
+    port: int = setting("MEMQL_PORT", integer(minimum=0), "listen port", default=8000)
+    absorb_threshold: float = setting(
+        "MEMQL_ABSORB_THRESHOLD",
+        fraction,
+        "cosine similarity from which a same-kind save is absorbed",
+        default=0.95,
+    )
+    near_duplicate_threshold: float = setting(
+        "MEMQL_NEAR_DUPLICATE_THRESHOLD",
+        fraction,
+        "cosine similarity from which similar memories are reported",
+        default=0.80,
+    )
+    graphiql: bool = setting("MEMQL_GRAPHIQL", boolean, "serve GraphiQL", default=True)
+    introspection: bool = setting(
+        "MEMQL_INTROSPECTION", boolean, "allow introspection", default=True
+    )
+    cors_origins: tuple[str, ...] = setting(
+        "MEMQL_CORS_ORIGINS",
+        origins,
+        "comma-separated exact origins (`https://app.example,http://localhost:5173`) whose"
+        " pages may call `/graphql` and `/mcp` and open websockets on `/graphql`",
+        default=(),
+        shown="{default}: only same-origin pages and non-browser clients",
+    )
+    access_policy: str | None = setting(
+        "MEMQL_ACCESS_POLICY",
+        stripped,
+        "`module:function`, the access policy",
+        default=None,
+        shown="the per-consumer grants below",
+    )
+    client_grant: Grant = setting(
+        "MEMQL_CLIENT_GRANT",
+        grant,
+        "what a client key or browser token may do without `MEMQL_ACCESS_POLICY`, e.g."
+        " `user=read,project=none`",
+        default=DEFAULT_CLIENT_GRANT,
+    )
+    agent_grant: Grant = setting(
+        "MEMQL_AGENT_GRANT",
+        grant,
+        "what an agent key may do without `MEMQL_ACCESS_POLICY`",
+        default=DEFAULT_AGENT_GRANT,
+    )
+    pool_min_size: int = fixed(
+        default=POOL_KEPT,
+        why="the connections each instance opens at start and keeps: the pool grows on demand"
+        " up to `MEMQL_POOL_MAX_SIZE` and shrinks back, so there is nothing to tune (tests and"
+        " benchmarks on small databases set 1 in code)",
+    )
+    pool_max_size: int = setting(
+        "MEMQL_POOL_MAX_SIZE",
+        integer(minimum=POOL_KEPT),
+        f"database connections per instance (at least the {POOL_KEPT} it keeps open)",
+        default=10,
+    )
+    pool_timeout_seconds: float = setting(
+        "MEMQL_POOL_TIMEOUT_SECONDS",
+        seconds,
+        "how long a request waits for a database connection before it is answered with 503"
+        " `SERVICE_UNAVAILABLE` (a database outage, or every connection busy)",
+        default=5.0,
+    )
+    pool_project_share: float = setting(
+        "MEMQL_POOL_PROJECT_SHARE",
+        fraction,
+        "the fraction of the pool one project's requests may hold or wait for at once, so one"
+        " busy project cannot make every other wait; past its share a request waits (within"
+        " `MEMQL_POOL_TIMEOUT_SECONDS`, then 503). Subscriptions starting read the event log"
+        " two at a time per project and wait up to 30 s for their turn, so many starting at"
+        " once queue instead of failing. A server for one project only may set `1`",
+        default=0.5,
+    )
+    # each of an operation's statements is cancelled by PostgreSQL at the deadline
+    # (statement_timeout)
+    request_timeout_seconds: float = setting(
+        "MEMQL_REQUEST_TIMEOUT_SECONDS",
+        seconds,
+        "the time one GraphQL operation may spend with the database in all: every checkout"
+        " waits at most until this deadline, each statement is cancelled by PostgreSQL at it"
+        " (`statement_timeout`), and what has not started by then fails with `REQUEST_TIMEOUT`"
+        " (ask for less in one request)",
+        default=30.0,
+    )
+    rate_per_key: float = setting(
+        "MEMQL_RATE_PER_KEY",
+        rate,
+        "requests a second one credential may make (an API key; a browser token's user), per"
+        " instance; over it: HTTP 429 with `Retry-After` and `TOO_MANY_REQUESTS` (a"
+        " websocket's `connection_init`: close 1013). Each HTTP request, websocket operation"
+        " and MCP call counts one. `0`: off",
+        default=0.0,
+    )
+    rate_per_project: float = setting(
+        "MEMQL_RATE_PER_PROJECT",
+        rate,
+        "the same for all the credentials of one project together. `0`: off",
+        default=0.0,
+    )
+    rate_burst_seconds: float = setting(
+        "MEMQL_RATE_BURST_SECONDS",
+        seconds,
+        "a rate's burst: a caller idle for a while may send this many seconds' worth of its"
+        " rate at once",
+        default=2.0,
+    )
+    redis_url: str | None = setting(
+        "REDIS_URL",
+        text,
+        "the broadcast between instances (`redis://host:6379/0`), or Redis behind Sentinel for"
+        " failover (`redis+sentinel://s1:26379,s2:26379/<service>/0`; `rediss+sentinel://` for"
+        " TLS): see [docs/scale.md](docs/scale.md#redis-sentinel)",
+        default=None,
+        shown="{default}: in memory, one instance",
+    )
+    subscriber_queue: int = setting(
+        "MEMQL_SUBSCRIBER_QUEUE",
+        integer(minimum=1),
+        "live events a subscriber may have waiting before it is closed as too slow",
+        default=1000,
+    )
+    auth_recheck_seconds: float = setting(
+        "MEMQL_AUTH_RECHECK_SECONDS",
+        seconds,
+        "how often a live subscription checks its credentials again on a schedule (changes"
+        " made in the database reach it before its next delivery anyway)",
+        default=3.0,
+    )
+    # 4 MiB holds a full batch of the longest memories (100 x 8192 characters, UTF-8) with
+    # their sources
+    max_body_bytes: int = setting(
+        "MEMQL_MAX_BODY_BYTES",
+        integer(minimum=1024),
+        "the largest HTTP request body (`/graphql`, `/mcp`) or websocket message",
+        default=4 * 1024 * 1024,
+        shown="{default} (4 MiB: a full batch of 100 memories of 8192 characters)",
+    )
+    max_document_bytes: int = setting(
+        "MEMQL_MAX_DOCUMENT_BYTES",
+        integer(minimum=1024),
+        "the longest GraphQL document text (comments and whitespace count), refused before parsing",
+        default=64 * 1024,
+    )
+    batch_max: int = setting(
+        "MEMQL_BATCH_MAX",
+        integer(minimum=0, maximum=BATCH_MAX_LIMIT),
+        "operations one request may batch (a JSON array); `0` turns batching off; at most"
+        f" {BATCH_MAX_LIMIT}",
+        default=0,
+        shown="{default} (off)",
+    )
+    persisted_queries: int = setting(
+        "MEMQL_PERSISTED_QUERIES",
+        integer(minimum=0),
+        "automatic persisted queries each instance remembers per project (least recently used"
+        " out first); `0` turns APQ off",
+        default=1000,
+    )
+    metrics_port: int | None = setting(
+        "MEMQL_METRICS_PORT",
+        integer(minimum=1),
+        "serve `/metrics` on this port (same host) instead of the API port",
+        default=None,
+        shown="{default}: on the API port",
+    )
+    metrics_token: str | None = setting(
+        "MEMQL_METRICS_TOKEN",
+        stripped,
+        "bearer token `/metrics` requires",
+        default=None,
+        shown="{default}: no token",
+    )
+    webhooks_allow_private: bool = setting(
+        "MEMQL_WEBHOOKS_ALLOW_PRIVATE",
+        boolean,
+        "let webhooks go to private, loopback and link-local addresses",
+        default=False,
+    )
+    # however the receiver dribbles its answer
+    webhooks_timeout: float = setting(
+        "MEMQL_WEBHOOKS_TIMEOUT",
+        seconds,
+        "seconds one webhook attempt may take in all (resolve, connect, send, status and headers)",
+        default=10.0,
+    )
+    webhooks_connections: int = setting(
+        "MEMQL_WEBHOOKS_CONNECTIONS",
+        integer(minimum=1),
+        "webhook attempts in flight at once",
+        default=100,
+    )
+    webhooks_project_connections: int = setting(
+        "MEMQL_WEBHOOKS_PROJECT_CONNECTIONS",
+        integer(minimum=1),
+        "webhook attempts of one project in flight at once (at most `MEMQL_WEBHOOKS_CONNECTIONS`)",
+        default=10,
+    )
+    webhooks_backoff_min: float = setting(
+        "MEMQL_WEBHOOKS_BACKOFF_MIN",
+        seconds,
+        "seconds before the first retry of a failed webhook delivery, doubling up to"
+        " `MEMQL_WEBHOOKS_BACKOFF_MAX`",
+        default=1.0,
+    )
+    webhooks_backoff_max: float = setting(
+        "MEMQL_WEBHOOKS_BACKOFF_MAX",
+        seconds,
+        "the longest wait before retrying a failed webhook delivery, in seconds",
+        default=60.0,
+    )
+    limits: Limits = fixed(
+        factory=Limits,
+        why="the bounds every caller meets are the API's contract, the same on every server"
+        " (GraphQL argument defaults and MCP tool schemas show them): code, not configuration",
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings `env` (the process's environment by default) declares; an unset or
+        empty variable leaves its default. Any bad value is a `ConfigurationError` of one line
+        naming its variable."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f, variable in variables():
+            if raw := env.get(variable.name):
+                values[f.name] = variable.parse(variable.name, raw)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    @property
+    def project_slots(self) -> int:
+        """Connections one project's requests may hold or wait for at once."""
+        return max(1, math.floor(self.pool_max_size * self.pool_project_share))
+
+    @property
+    def embedder_config(self) -> EmbedderConfig:
+        return EmbedderConfig(
+            provider=self.embedder,
+            model=self.embeddings_model,
+            url=self.embeddings_url,
+            dimensions=self.embeddings_dimensions,
+            api_key=self.embeddings_api_key,
+            timeout=self.embeddings_timeout,
+            runtime=self.embeddings_runtime,
+        )
+
+    def validate(self) -> None:
+        """The rules between settings (each one's own bounds are its parser's)."""
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise ConfigurationError("MEMQL_METRICS_PORT must differ from MEMQL_PORT")
+        if self.embedder != "local" and not (self.embeddings_url and self.embeddings_model):
+            raise ConfigurationError(
+                f"MEMQL_EMBEDDER={self.embedder} needs MEMQL_EMBEDDINGS_URL and"
+                " MEMQL_EMBEDDINGS_MODEL"
+            )
+        if self.read_database_url is not None and self.database_url is None:
+            raise ConfigurationError(
+                "MEMQL_READ_DATABASE_URL needs DATABASE_URL: the embedded PostgreSQL has no standby"
+            )
+        if self.webhooks_project_connections > self.webhooks_connections:
+            raise ConfigurationError(
+                "MEMQL_WEBHOOKS_PROJECT_CONNECTIONS must not exceed MEMQL_WEBHOOKS_CONNECTIONS"
+            )
+        if self.webhooks_backoff_min > self.webhooks_backoff_max:
+            raise ConfigurationError(
+                "MEMQL_WEBHOOKS_BACKOFF_MIN must not exceed MEMQL_WEBHOOKS_BACKOFF_MAX"
+            )
+        if not self.near_duplicate_threshold <= self.absorb_threshold:
+            raise ConfigurationError(
+                "MEMQL_NEAR_DUPLICATE_THRESHOLD must not exceed MEMQL_ABSORB_THRESHOLD"
+            )
+
+
+def declarations() -> Iterator[tuple[Field[Any], Variable | Fixed]]:
+    """Every field of `Settings` with its declaration, in the order of the class."""
+    for f in fields(Settings):
+        declared = f.metadata.get(_DECLARED)
+        if not isinstance(declared, Variable | Fixed):
+            raise TypeError(f"Settings.{f.name} is declared with neither setting() nor fixed()")
+        yield f, declared
+
+
+def variables() -> Iterator[tuple[Field[Any], Variable]]:
+    """The fields an environment variable sets, with their variables."""
+    for f, declared in declarations():
+        if isinstance(declared, Variable):
+            yield f, declared
+
+
+def parse_origins(raw: str) -> tuple[str, ...]:
+    """`MEMQL_CORS_ORIGINS`'s text read as the server reads it."""
+    return origins("MEMQL_CORS_ORIGINS", raw)
+
+
+# ---- the configuration table -----------------------------------------------------------------
+
+TABLE_START = "<!-- settings-table: generated by `python -m memql.settings --write FILE` -->"
+TABLE_END = "<!-- /settings-table -->"
+_TABLE = re.compile(re.escape(TABLE_START) + r"\n(.*?)" + re.escape(TABLE_END), re.DOTALL)
+
+
+def _shown(value: object) -> str:
+    """A default as the table shows it."""
+    if value is None:
+        return "unset"
+    if value == ():
+        return "none"
+    if isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    elif isinstance(value, Grant):
+        shown = f"user={value.user.value},project={value.project.value}"
+    else:
+        shown = str(value)
+    return f"`{shown}`"
+
+
+def markdown_table() -> str:
+    """The configuration table: one row per variable, in the order of the declarations."""
+    rows = ["| variable | meaning | default |", "|---|---|---|"]
+    for f, variable in variables():
+        default = "" if f.default is MISSING else _shown(f.default)
+        rows.append(
+            f"| `{variable.name}` | {variable.meaning} | {variable.shown.format(default=default)} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def table_in(page: str) -> str:
+    """The table between the markers of `page` (`TABLE_START`, `TABLE_END`)."""
+    found = _TABLE.search(page)
+    if found is None:
+        raise ValueError(f"no configuration table between {TABLE_START!r} and {TABLE_END!r}")
+    return found.group(1).strip("\n") + "\n"
+
+
+def with_table(page: str) -> str:
+    """`page` with the table between its markers replaced by the declared one."""
+    table_in(page)
+    # blank lines around it: Markdown ends a table at a blank line
+    block = f"{TABLE_START}\n\n{markdown_table()}\n{TABLE_END}"
+    return _TABLE.sub(lambda _: block, page, count=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m memql.settings", description="memql's settings, as declared."
+    )
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument(
+        "--markdown", action="store_true", help="print the configuration table (Markdown)"
+    )
+    action.add_argument(
+        "--write", metavar="FILE", help="replace the table between the markers in FILE"
+    )
+    args = parser.parse_args(argv)
+    if args.markdown:
+        sys.stdout.write(markdown_table())
+        return 0
+    page = Path(args.write)
+    try:
+        page.write_text(with_table(page.read_text(encoding="utf-8")), encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        print(f"memql.settings: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
