@@ -647,29 +647,26 @@ class Settings:
 
     def validate(self) -> None:
         """The rules between settings (each one's own bounds are its parser's)."""
+        v = variable_of
         if self.metrics_port is not None and self.metrics_port == self.port:
-            raise ConfigurationError("MEMQL_METRICS_PORT must differ from MEMQL_PORT")
+            raise ConfigurationError(f"{v('metrics_port')} must differ from {v('port')}")
         if self.embedder != "local" and not (self.embeddings_url and self.embeddings_model):
             raise ConfigurationError(
-                f"MEMQL_EMBEDDER={self.embedder} needs MEMQL_EMBEDDINGS_URL and"
-                " MEMQL_EMBEDDINGS_MODEL"
+                f"{v('embedder')}={self.embedder} needs {v('embeddings_url')} and"
+                f" {v('embeddings_model')}"
             )
         if self.read_database_url is not None and self.database_url is None:
             raise ConfigurationError(
-                "MEMQL_READ_DATABASE_URL needs DATABASE_URL: the embedded PostgreSQL has no standby"
+                f"{v('read_database_url')} needs {v('database_url')}: the embedded PostgreSQL"
+                " has no standby"
             )
-        if self.webhooks_project_connections > self.webhooks_connections:
-            raise ConfigurationError(
-                "MEMQL_WEBHOOKS_PROJECT_CONNECTIONS must not exceed MEMQL_WEBHOOKS_CONNECTIONS"
-            )
-        if self.webhooks_backoff_min > self.webhooks_backoff_max:
-            raise ConfigurationError(
-                "MEMQL_WEBHOOKS_BACKOFF_MIN must not exceed MEMQL_WEBHOOKS_BACKOFF_MAX"
-            )
-        if not self.near_duplicate_threshold <= self.absorb_threshold:
-            raise ConfigurationError(
-                "MEMQL_NEAR_DUPLICATE_THRESHOLD must not exceed MEMQL_ABSORB_THRESHOLD"
-            )
+        for smaller, larger in (
+            ("webhooks_project_connections", "webhooks_connections"),
+            ("webhooks_backoff_min", "webhooks_backoff_max"),
+            ("near_duplicate_threshold", "absorb_threshold"),
+        ):
+            if getattr(self, smaller) > getattr(self, larger):
+                raise ConfigurationError(f"{v(smaller)} must not exceed {v(larger)}")
 
 
 def declarations() -> Iterator[tuple[Field[Any], Variable | Fixed]]:
@@ -688,9 +685,17 @@ def variables() -> Iterator[tuple[Field[Any], Variable]]:
             yield f, declared
 
 
+def variable_of(name: str) -> str:
+    """The environment variable that sets the field `name`."""
+    for f, variable in variables():
+        if f.name == name:
+            return variable.name
+    raise KeyError(f"no environment variable sets Settings.{name}")
+
+
 def parse_origins(raw: str) -> tuple[str, ...]:
-    """`MEMQL_CORS_ORIGINS`'s text read as the server reads it."""
-    return origins("MEMQL_CORS_ORIGINS", raw)
+    """Origins as the server reads them from `MEMQL_CORS_ORIGINS`."""
+    return origins(variable_of("cors_origins"), raw)
 
 
 # ---- the configuration table -----------------------------------------------------------------

@@ -213,6 +213,9 @@ def test_every_field_is_declared_once_with_a_variable_or_a_reason_it_has_none():
     assert set(not_set) == {"pool_min_size", "limits"}
     assert all(len(d.why) > 40 for d in not_set.values())
     assert all(v.meaning for v in declared.values() if isinstance(v, Variable))
+    assert settings.variable_of("embeddings_timeout") == "MEMQL_EMBEDDINGS_TIMEOUT"
+    with pytest.raises(KeyError, match="pool_min_size"):
+        settings.variable_of("pool_min_size")
 
 
 def test_a_declaration_that_cannot_be_shown_in_the_table_is_refused_when_written():
