@@ -20,9 +20,9 @@ class BuildWithWebAssets(build_py):
     def run(self) -> None:
         if os.environ.get("MEMQL_SKIP_WEB_ASSETS") != "1":
             web = runpy.run_path(str(HERE / "web" / "build.py"))
-            web["build"]()  # into src/memql/web/vendor (what an editable install serves)
+            web["build"]()  # into src/memql/http/web/vendor (what an editable install serves)
             if not self.editable_mode:
-                web["build"](Path(self.build_lib) / "memql" / "web" / "vendor")
+                web["build"](Path(self.build_lib) / "memql" / "http" / "web" / "vendor")
         super().run()
 
 

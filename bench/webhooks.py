@@ -24,6 +24,7 @@ from pathlib import Path
 
 from memql.db.pool import owner_connection
 from memql.runtime import open_database
+from memql.service import webhooks as registry
 from memql.settings import Settings
 from memql.testing import (
     Receiver,
@@ -33,7 +34,6 @@ from memql.testing import (
     make_tenant,
     webhook_receiver,
 )
-from memql.webhooks import registry
 
 
 async def add_endpoint(url: str, project_id: uuid.UUID, target: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memql import web
+from memql.http import web
 
 ROOT = Path(__file__).resolve().parent.parent
 JS = ROOT / "tests" / "js"

@@ -2,8 +2,8 @@
 
 GraphiQL (and the React it runs on) are not kept in the repository: `npm ci` installs the
 versions pinned by `web/package-lock.json`, and the files the pages load are copied into
-`src/memql/web/vendor/` (git-ignored), which the wheel and the image carry. setup.py runs this
-on every build, editable installs included; run it by hand after changing the lock file:
+`src/memql/http/web/vendor/` (git-ignored), which the wheel and the image carry. setup.py runs
+this on every build, editable installs included; run it by hand after changing the lock file:
 
     python web/build.py
 """
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 WEB = Path(__file__).resolve().parent
-VENDOR = WEB.parent / "src" / "memql" / "web" / "vendor"
+VENDOR = WEB.parent / "src" / "memql" / "http" / "web" / "vendor"
 
 # the file served at /assets/vendor/<name>: its path under node_modules
 FILES = {

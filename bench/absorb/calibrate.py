@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memql import dedup
 from memql.embeddings.local import LocalEmbedder
+from memql.rules import dedup
 from memql.settings import Settings
 
 PAIRS = Path(__file__).parent / "pairs.jsonl"

@@ -15,17 +15,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from memql import http_errors, metrics, web
+from memql import metrics
 from memql.embeddings import Embedder
 from memql.graphql.asgi import GraphQLApp
 from memql.graphql.schema import build_schema
+from memql.http import errors as http_errors
+from memql.http import web
+from memql.http.metrics import metrics_endpoint, serve_metrics, warn_if_public
+from memql.http.origins import CrossOrigin
+from memql.http.request_body import BodyLimit
+from memql.http.web.headers import SecurityHeaders
 from memql.mcp import McpEndpoint
-from memql.metrics_http import metrics_endpoint, serve_metrics, warn_if_public
-from memql.origins import CrossOrigin
-from memql.request_body import BodyLimit
 from memql.runtime import Memql, open_memql
 from memql.settings import Settings
-from memql.web.headers import SecurityHeaders
 
 log = logging.getLogger(__name__)
 

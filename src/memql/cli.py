@@ -129,7 +129,7 @@ def _named(found: bool, name: str) -> None:
 
 def _id(text: str, what: str) -> uuid.UUID:
     """The id a command names (a key's, a webhook's), or a refusal that says what it is not."""
-    from memql import validation
+    from memql.rules import validation
 
     try:
         return validation.parse_id(text, what=f"{what} id")
@@ -430,7 +430,7 @@ def _webhook_line(w: Webhook) -> str:
 async def _add_webhook(
     conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
 ) -> int:
-    from memql.webhooks import registry
+    from memql.service import webhooks as registry
 
     project = await _project(conn, args.project)
     events = args.events.split(",") if args.events is not None else None

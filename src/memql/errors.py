@@ -1,5 +1,5 @@
 """The small exception tree of memql. Each class maps to one GraphQL ``extensions.code``; each
-transport decides how it answers one (HTTP statuses: `http_errors.status_for`)."""
+transport decides how it answers one (HTTP statuses: `http.errors.status_for`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class MemqlError(Exception):
 _QUOTED_NAME = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
 
 
-def spelled(error: MemqlError, rename: Callable[[str], str]) -> tuple[str, dict[str, Any]]:
+def renamed_for(error: MemqlError, rename: Callable[[str], str]) -> tuple[str, dict[str, Any]]:
     """`error`'s message and extensions with the domain's names of fields and arguments (in
     backquotes, and as `field` and `argument`) as a transport spells them for its callers."""
     message = _QUOTED_NAME.sub(lambda m: f"`{rename(m.group(1))}`", error.message)

@@ -60,7 +60,7 @@ class EventType(enum.StrEnum):
     ERASED = "memory.erased"
 
 
-def spoken(values: Iterable[str], *, quote: str = "") -> str:
+def or_list(values: Iterable[str], *, quote: str = "") -> str:
     """`a, b or c`: the values of an enum as a description lists them."""
     items = [f"{quote}{v}{quote}" for v in values]
     return f"{', '.join(items[:-1])} or {items[-1]}" if len(items) > 1 else "".join(items)
@@ -157,6 +157,12 @@ class Principal:
 
 @dataclass(frozen=True)
 class Memory:
+    """One stored memory as every reader sees it: what it says (content, kind, key, category,
+    pinned, its sources, when it happened), whose it is (project, scope, owner), its life
+    (created, updated, expiring, invalidated and why, what it supersedes and what superseded
+    it) and the model that embedded it. Its fields are `MEMORY_FIELDS`: the columns of
+    `memories` and every format of a memory are derived from them."""
+
     id: uuid.UUID
     project_id: uuid.UUID
     scope: Scope
@@ -409,7 +415,7 @@ class Webhook:
 # --- a memory's fields, the one list every store and format of a memory is derived from --------
 
 
-def _held(hint: Any) -> tuple[Any, bool]:
+def unwrap_optional(hint: Any) -> tuple[Any, bool]:
     """The type a field annotated `hint` holds, and whether it may be None."""
     args = typing.get_args(hint)
     if type(None) in args:
@@ -420,7 +426,7 @@ def _held(hint: Any) -> tuple[Any, bool]:
 
 # name -> (type, may be None), in the dataclass's order
 MEMORY_FIELDS: dict[str, tuple[Any, bool]] = {
-    name: _held(hint) for name, hint in typing.get_type_hints(Memory).items()
+    name: unwrap_optional(hint) for name, hint in typing.get_type_hints(Memory).items()
 }
-# what a save says, as a memory keeps it (every field of NewMemory is one of Memory's)
-SAID_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(NewMemory))
+# the fields a save gives, as a memory keeps them (every field of NewMemory is one of Memory's)
+NEW_MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(NewMemory))

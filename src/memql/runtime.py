@@ -32,7 +32,7 @@ from memql.leadership import running
 from memql.realtime import Realtime, open_realtime
 from memql.service import MemoryService
 from memql.settings import Settings
-from memql.webhooks.delivery import Deliverer
+from memql.webhook_delivery import Deliverer
 
 log = logging.getLogger(__name__)
 

@@ -31,14 +31,14 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 
-from memql import validation
 from memql.access.identity import canonical_user_id
-from memql.codec import UnreadableField, memory_from_dict, memory_to_dict
 from memql.db import transfer as db_transfer
 from memql.db.pool import Conn
 from memql.embeddings import Embedder, Vector
 from memql.errors import BadInput, MemqlError
 from memql.model import Memory, Scope
+from memql.rules import validation
+from memql.rules.codec import UnreadableField, memory_from_dict, memory_to_dict
 from memql.settings import LIMITS, Limits
 
 BATCH = 128

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import websockets
 
-from memql.context_block import parse_context
+from memql.rules.context_block import parse_context
 from memql.testing import GraphQLClient, Tenant
 from tests.api.test_errors import count_rows
 from tests.operations import (

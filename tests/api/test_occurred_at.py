@@ -10,9 +10,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from memql import AsyncClient, transfer
-from memql.context_block import format_line
 from memql.db.pool import system_connection
 from memql.model import Kind
+from memql.rules.context_block import format_line
 from memql.testing import make_tenant
 from tests.factories import memory
 from tests.operations import CONTEXT, LIST, RECALL, SAVE, contents

@@ -33,8 +33,8 @@ from memql.testing import (
     serving,
     webhook_receiver,
 )
+from memql.webhook_delivery import FRESH, Deliverer
 from memql.webhooks import signing
-from memql.webhooks.delivery import FRESH, Deliverer
 from tests.operations import ERASE, MEMORY_FIELDS, RETIRE, SAVE
 from tests.ws import EventSubscription
 

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from memql import dedup
+from memql.rules import dedup
 from memql.testing import GraphQLClient, ServeProcess, make_tenant
 from tests.operations import SAVE_MANY
 

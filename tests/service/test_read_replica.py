@@ -23,7 +23,7 @@ from memql.runtime import Memql, open_database, open_memql
 from memql.settings import Settings
 from memql.testing import Tenant, free_port, make_tenant
 from memql.testing.standby import StandbyPair
-from memql.webhooks.delivery import DELIVERY_LOCK
+from memql.webhook_delivery import DELIVERY_LOCK
 
 REDIS = "redis://127.0.0.1:6379/0"
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memql.context_block import (
+from memql.model import ContextItem, Kind
+from memql.rules.context_block import (
     HEADER,
     ContextBlockSyntaxError,
     format_context,
@@ -17,7 +18,6 @@ from memql.context_block import (
     format_when,
     parse_context,
 )
-from memql.model import ContextItem, Kind
 from tests.factories import memory
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memql.dedup import contradicts, may_absorb
+from memql.rules.dedup import contradicts, may_absorb
 
 THRESHOLD = 0.95
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memql import web
+from memql.http import web
 
 
 def test_without_its_built_files_the_page_says_how_to_build_them(tmp_path, monkeypatch):

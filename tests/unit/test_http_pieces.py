@@ -8,8 +8,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from memql import http_errors
 from memql.graphql.persisted import PersistedQueries
+from memql.http import errors as http_errors
 from memql.settings import Settings
 
 

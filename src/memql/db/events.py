@@ -17,8 +17,8 @@ from psycopg import Notify
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from memql.db.memories import MEMORY_COLUMNS, memory_from_row
 from memql.db.pool import Conn
+from memql.db.rows import MEMORY_COLUMNS, memory_from_row
 from memql.model import EventType, MemoryEvent, Principal, Scope
 
 # held (session level) by the one relay that publishes; a constant shared by every instance

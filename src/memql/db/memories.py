@@ -1,5 +1,6 @@
-"""The SQL of memories: their columns and rows, who sees which (every query is filtered by
-project and owner here, whatever the caller passed), writes, lists and counts.
+"""The SQL of memories: writes, lists and counts (their columns and rows are `rows.py`'s; who
+sees which, every query filtered by project and owner whatever the caller passed, is
+`visibility.py`'s).
 
 Functions take a connection that the caller has put in a transaction, so the service decides what
 is atomic.
@@ -7,20 +8,19 @@ is atomic.
 
 from __future__ import annotations
 
-import enum
-import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from memql.db.pool import Conn
+from memql.db.rows import MEMORY_COLUMNS, column_value, memory_from_row
+from memql.db.visibility import LIVE, OWN, SHARED, VISIBLE, first_per_owner, in_range, visibility
 from memql.embeddings import Vector
 from memql.model import (
-    MEMORY_FIELDS,
-    SAID_FIELDS,
+    NEW_MEMORY_FIELDS,
     ContextItem,
     InvalidationReason,
     Kind,
@@ -32,90 +32,11 @@ from memql.model import (
     Principal,
     Scope,
     SortDirection,
-    TimeRange,
 )
-from memql.pagination import Position
-
-# a memory's columns are its fields: `memories` has a column of the same name for each
-MEMORY_COLUMNS = ", ".join(f"m.{name}" for name in MEMORY_FIELDS)
-
-# The rows a principal may see in the scopes it asks for: its own user scope and the shared
-# project scope. Written as an OR of index-friendly branches.
-VISIBLE = """
-    m.project_id = %(project_id)s and (
-        (m.scope = 'user' and m.owner_id = %(user_id)s and 'user' = any(%(scopes)s))
-        or (m.scope = 'project' and m.owner_id = '' and 'project' = any(%(scopes)s))
-    )
-"""
+from memql.rules.pagination import Position
 
 # what a context block shows of a memory, and what it is ordered by
 CONTEXT_COLUMNS = "m.kind, m.content, m.category, m.pinned, m.occurred_at, m.created_at, m.id"
-
-LIVE = "m.invalidated_at is null and (m.expires_at is null or m.expires_at > now())"
-
-# The two owners a principal reads, each a branch the owner indexes serve on its own
-OWN = "m.project_id = %(project_id)s and m.scope = 'user' and m.owner_id = %(user_id)s"
-SHARED = "m.project_id = %(project_id)s and m.scope = 'project' and m.owner_id = ''"
-
-
-def first_per_owner(conditions: str, order: str, columns: str = MEMORY_COLUMNS) -> str:
-    """The first `%(limit)s` visible rows in `order` that meet `conditions`, taken from each
-    owner separately and merged: an index on (owner, order) reads `limit` rows of each, never
-    a whole shared scope that a plain `VISIBLE` (an OR) would sort in full. `columns` must
-    hold those `order` names."""
-    branches = [
-        f"""
-        (select {columns} from memories m
-         where '{scope}' = any(%(scopes)s) and {owner} and ({conditions})
-         order by {order} limit %(limit)s)
-        """
-        for scope, owner in (("user", OWN), ("project", SHARED))
-    ]
-    return f"""
-        select {columns} from ({" union all ".join(branches)}) m
-        order by {order} limit %(limit)s
-    """
-
-
-def visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
-    return {
-        "project_id": principal.project_id,
-        "user_id": principal.user_id,
-        "scopes": [s.value for s in scopes],
-    }
-
-
-def _reader(held: Any) -> Callable[[Any], Any] | None:
-    """How a column's value becomes the field's, where it is not already: enums from their
-    text, tuples from arrays."""
-    if isinstance(held, type) and issubclass(held, enum.Enum):
-        return held
-    if typing.get_origin(held) is tuple:
-        return tuple
-    return None
-
-
-_READERS = [(name, _reader(held)) for name, (held, _) in MEMORY_FIELDS.items()]
-
-
-def memory_from_row(row: dict[str, Any]) -> Memory:
-    return Memory(
-        **{
-            name: row[name] if read is None or row[name] is None else read(row[name])
-            for name, read in _READERS
-        }
-    )
-
-
-def column_value(value: Any) -> Any:
-    """A field's value as its column takes it."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, tuple):
-        return list(value)
-    if isinstance(value, dict):
-        return Jsonb(value)
-    return value
 
 
 async def _fetch_memories(conn: Conn, sql: str, params: dict[str, Any]) -> list[Memory]:
@@ -145,15 +66,15 @@ async def lock_owner(conn: Conn, project_id: uuid.UUID, scope: Scope, owner_id: 
 
 
 # what a save says is stored as said; the scope is decided by the caller
-_SAID = [name for name in SAID_FIELDS if name != "scope"]
+_NEW_MEMORY_COLUMNS = [name for name in NEW_MEMORY_FIELDS if name != "scope"]
 INSERT = f"""
     insert into memories as m (
         id, project_id, scope, owner_id, created_by, created_at, updated_at, supersedes,
-        embedding_model, embedding, {", ".join(_SAID)})
+        embedding_model, embedding, {", ".join(_NEW_MEMORY_COLUMNS)})
     values (
         %(id)s, %(project_id)s, %(scope)s, %(owner_id)s, %(created_by)s, clock_timestamp(),
         clock_timestamp(), %(supersedes)s, %(model)s, %(embedding)s,
-        {", ".join(f"%({name})s" for name in _SAID)})
+        {", ".join(f"%({name})s" for name in _NEW_MEMORY_COLUMNS)})
     returning {MEMORY_COLUMNS}
 """
 
@@ -176,7 +97,7 @@ def _insert_params(
         "supersedes": supersedes,
         "model": model,
         "embedding": embedding,
-        **{name: column_value(getattr(new, name)) for name in _SAID},
+        **{name: column_value(getattr(new, name)) for name in _NEW_MEMORY_COLUMNS},
     }
 
 
@@ -471,16 +392,6 @@ async def near_duplicates_of_each(
                 NearDuplicate(memory_from_row(r), min(1.0, float(r["similarity"])))
             )
     return found
-
-
-def in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[str, Any]) -> None:
-    """Add the conditions that keep `m.<column>` in `rng` ([after, before))."""
-    if rng.after is not None:
-        conditions.append(f"m.{column} >= %({column}_after)s")
-        params[f"{column}_after"] = rng.after
-    if rng.before is not None:
-        conditions.append(f"m.{column} < %({column}_before)s")
-        params[f"{column}_before"] = rng.before
 
 
 def _list_conditions(principal: Principal, flt: MemoryFilter) -> tuple[list[str], dict[str, Any]]:

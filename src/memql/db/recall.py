@@ -11,16 +11,9 @@ from typing import Any
 from psycopg import AsyncCursor
 from psycopg.rows import dict_row
 
-from memql.db.memories import (
-    LIVE,
-    MEMORY_COLUMNS,
-    OWN,
-    SHARED,
-    in_range,
-    memory_from_row,
-    visibility,
-)
 from memql.db.pool import Conn
+from memql.db.rows import MEMORY_COLUMNS, memory_from_row
+from memql.db.visibility import LIVE, OWN, SHARED, in_range, visibility
 from memql.embeddings import Vector
 from memql.model import Kind, Memory, Principal, Scope, TimeRange, Weights
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 
 from psycopg.rows import dict_row
 
-from memql.db.memories import MEMORY_COLUMNS, column_value, memory_from_row
 from memql.db.pool import Conn
+from memql.db.rows import MEMORY_COLUMNS, column_value, memory_from_row
 from memql.embeddings import Vector
 from memql.model import MEMORY_FIELDS, Memory
 

@@ -18,22 +18,14 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.extensions import SchemaExtension
 from strawberry.http import GraphQLRequestData
-from strawberry.http.async_base_view import AsyncWebSocketAdapter
 from strawberry.subscriptions import (
     GRAPHQL_TRANSPORT_WS_PROTOCOL,
     GRAPHQL_WS_PROTOCOL,
     MULTIPART_SUBSCRIPTION_PROTOCOL,
 )
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-    BaseGraphQLTransportWSHandler,
-    Operation,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import ConnectionInitMessage
-from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from memql import request_body, web
 from memql.access.authenticate import Authenticator
 from memql.access.identity import http_headers
 from memql.db.session import request_deadline
@@ -50,7 +42,15 @@ from memql.graphql import persisted
 from memql.graphql.context import Context
 from memql.graphql.documents import Documents
 from memql.graphql.rendering import encode_once, graphql_ws_sink, live_sink, transport_ws_sink
-from memql.http_errors import error_response
+from memql.graphql.strawberry_internals import (
+    AsyncWebSocketAdapter,
+    BaseGraphQLTransportWSHandler,
+    BaseGraphQLWSHandler,
+    ConnectionInitMessage,
+    Operation,
+)
+from memql.http import request_body, web
+from memql.http.errors import error_response
 from memql.service import MemoryService
 
 

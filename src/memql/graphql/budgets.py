@@ -25,9 +25,9 @@ from graphql import (
     SelectionSetNode,
 )
 from graphql.utilities import get_operation_ast
-from strawberry.extensions.max_aliases import count_fields_with_alias
 
 from memql.errors import BadInput
+from memql.graphql.strawberry_internals import count_fields_with_alias
 from memql.graphql.write_budget import count_writes
 
 # top-level fields one request may ask for in all its operations: each is one call of the

@@ -21,9 +21,9 @@ from typing import Any
 
 from graphql import DocumentNode, GraphQLError, parse
 from strawberry.extensions import SchemaExtension
-from strawberry.schema.schema import validate_document
 
 from memql.errors import BadInput
+from memql.graphql.strawberry_internals import core_schema, validate_document
 
 # estimated bytes a parsed token keeps alive, with its share of the syntax tree
 TOKEN_BYTES = 400
@@ -146,7 +146,7 @@ class CachedDocuments(SchemaExtension):
             rules = tuple(context.validation_rules)
             errors = entry.validated.get(rules)
             if errors is None:
-                errors = validate_document(context.schema._schema, entry.document, rules)
+                errors = validate_document(core_schema(context.schema), entry.document, rules)
                 entry.validated[rules] = errors
             # a copy: later guards add their own errors to the request's list
             context.pre_execution_errors = list(errors)

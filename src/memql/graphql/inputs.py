@@ -49,7 +49,7 @@ class SaveMemoryInput:
         """Each field of this input is the field of `NewMemory` of the same name (lists as
         tuples)."""
         values: dict[str, Any] = {}
-        for name in model.SAID_FIELDS:
+        for name in model.NEW_MEMORY_FIELDS:
             value = getattr(self, name)
             values[name] = tuple(value) if isinstance(value, list) else value
         return model.NewMemory(**values)

@@ -17,7 +17,7 @@ from memql.graphql.types import (
     SupersedeMemoryPayload,
     Webhook,
 )
-from memql.validation import parse_id
+from memql.rules.validation import parse_id
 
 
 @strawberry.type
@@ -112,14 +112,14 @@ class Mutation:
     async def add_webhook(
         self, info: Info, url: str, events: list[str] | None = None
     ) -> AddWebhookPayload:
-        webhook, secret = await info.context.service.add_webhook(
+        webhook, secret = await info.context.service.webhooks.add(
             info.context.principal, url, events
         )
         return AddWebhookPayload(webhook=Webhook.from_domain(webhook), secret=secret)
 
     @strawberry.mutation(description="Stop delivering to an endpoint. Server credentials only.")
     async def remove_webhook(self, info: Info, id: strawberry.ID) -> bool:
-        await info.context.service.remove_webhook(
+        await info.context.service.webhooks.remove(
             info.context.principal, parse_id(id, argument="id", what="webhook id")
         )
         return True

@@ -24,8 +24,8 @@ from memql.graphql.types import (
     Viewer,
     Webhook,
 )
+from memql.rules.validation import parse_id
 from memql.settings import LIMITS
-from memql.validation import parse_id
 
 OccurredAfter = Annotated[
     datetime | None,
@@ -192,7 +192,7 @@ class Query:
         " credentials only."
     )
     async def webhooks(self, info: Info) -> list[Webhook]:
-        found = await info.context.service.webhooks(info.context.principal)
+        found = await info.context.service.webhooks.endpoints(info.context.principal)
         return [Webhook.from_domain(w) for w in found]
 
 

@@ -26,10 +26,10 @@ from typing import Any
 from graphql import OperationType, VariableNode, visit
 from graphql.language import Visitor
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from memql import metrics, model
 from memql.graphql import types
+from memql.graphql.strawberry_internals import StrawberryGraphQLCoreExecutionContext
 
 # live events kept shared at once (a few seconds of a busy stream); older ones are rebuilt
 _SHARED_EVENTS = 1024

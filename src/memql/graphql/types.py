@@ -68,7 +68,7 @@ class Memory(Node):
         description="Set when retired, superseded or expired."
     )
     invalidation_reason: str | None = strawberry.field(
-        description=f"{model.spoken(model.InvalidationReason, quote='`')}."
+        description=f"{model.or_list(model.InvalidationReason, quote='`')}."
     )
     supersedes: strawberry.ID | None = strawberry.field(
         description="The id of the version this one replaced."
@@ -279,7 +279,7 @@ class MemoryEvent:
     cursor: str = strawberry.field(
         description="Position in the event log; pass it as `since` to resume after this event."
     )
-    type: str = strawberry.field(description=f"{model.spoken(model.EventType)}.")
+    type: str = strawberry.field(description=f"{model.or_list(model.EventType)}.")
     scope: MemoryScope
     memory_id: strawberry.ID | None = strawberry.field(
         description="The memory changed (for memory.superseded, the new version); null when a"

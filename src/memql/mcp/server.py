@@ -38,9 +38,9 @@ from memql.errors import (
     ServiceUnavailable,
     Unauthenticated,
     mask,
-    spelled,
+    renamed_for,
 )
-from memql.http_errors import error_response, retry_after, status_for
+from memql.http.errors import error_response, retry_after, status_for
 from memql.mcp import prompts
 from memql.mcp.tools import BY_NAME, TOOLS, ToolSpec, tool_argument, tools_for
 from memql.model import Principal
@@ -129,7 +129,7 @@ def _result(body: dict[str, Any], *, is_error: bool = False) -> types.CallToolRe
 def _error(exc: MemqlError) -> types.CallToolResult:
     """An expected failure, told to the agent so it can correct itself (same codes as GraphQL),
     naming fields and arguments as the tools spell them (`source_thread_ids`)."""
-    message, extensions = spelled(exc, tool_argument)
+    message, extensions = renamed_for(exc, tool_argument)
     return _result({"error": {"code": exc.code, "message": message, **extensions}}, is_error=True)
 
 

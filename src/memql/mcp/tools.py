@@ -26,9 +26,9 @@ from memql.model import (
     SaveResult,
     Scope,
 )
+from memql.rules.validation import parse_id
 from memql.service import MemoryService
 from memql.settings import LIMITS
-from memql.validation import parse_id
 
 KindName = Literal["topical", "episodic", "operational"]
 ScopeName = Literal["user", "project"]

@@ -10,8 +10,8 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from memql.codec import memory_from_dict, memory_to_dict, parse_time
 from memql.model import EventType, MemoryEvent, Scope
+from memql.rules.codec import memory_from_dict, memory_to_dict, parse_time
 
 CHANNEL_PREFIX = "memql:events"
 

@@ -1,6 +1,6 @@
-"""The memory service: `MemoryService` (`facade.py`), the one API of the transports, and the
-save algorithm behind it (`saving.py`)."""
+"""The memory service: `MemoryService` (`memories.py`), the one API of the transports, the
+save algorithm behind it (`saving.py`) and a project's webhook endpoints (`webhooks.py`)."""
 
-from memql.service.facade import DEFAULT_WEIGHTS, MemoryService
+from memql.service.memories import DEFAULT_WEIGHTS, MemoryService
 
 __all__ = ["DEFAULT_WEIGHTS", "MemoryService"]

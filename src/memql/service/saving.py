@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from memql import codec, dedup
 from memql.db import memories as db_memories
 from memql.db.events import PendingEvents
 from memql.db.pool import Conn
@@ -27,6 +26,7 @@ from memql.model import (
     SaveResult,
     Scope,
 )
+from memql.rules import codec, dedup
 from memql.settings import Settings
 
 

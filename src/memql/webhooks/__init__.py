@@ -1,6 +1,7 @@
-"""Webhooks: a project's memory events, POSTed to its HTTP endpoints from the event log.
+"""The rules of webhooks, with no I/O of memql's own: `targets.py` refuses private, loopback and
+link-local destinations; `signing.py` signs each body; `shares.py` shares the deliverer's
+connections fairly between projects.
 
-`registry.py` registers, lists and removes endpoints (CLI and GraphQL); `targets.py` refuses
-private, loopback and link-local destinations; `signing.py` signs each body; `delivery.py` is the
-deliverer, one across all instances, started from the app's lifespan.
+Registering endpoints is `service/webhooks.py`; a body is `graphql/webhook_payload.py`; the
+deliverer, one across all instances, started from the app's lifespan, is `webhook_delivery.py`.
 """

@@ -25,7 +25,7 @@ from strawberry.http.websocket_origin import (
     normalize_origin,
 )
 
-from memql.http_errors import error_response
+from memql.http.errors import error_response
 
 log = logging.getLogger(__name__)
 

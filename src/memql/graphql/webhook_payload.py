@@ -10,10 +10,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from strawberry.types.private import is_private
-from strawberry.utils.str_converters import to_camel_case
-
 from memql import model
+from memql.graphql.strawberry_internals import is_private, to_camel_case
 from memql.graphql.types import MemoryEvent
 
 

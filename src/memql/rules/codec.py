@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from memql.model import MEMORY_FIELDS, SAID_FIELDS, Memory, spoken
+from memql.model import MEMORY_FIELDS, NEW_MEMORY_FIELDS, Memory, or_list
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -49,7 +49,7 @@ def _field_value(name: str, value: Any, held: Any, optional: bool) -> Any:
         raise UnreadableField(name, f"`{name}` is required")
     if isinstance(held, type) and issubclass(held, enum.Enum):
         if value not in {m.value for m in held}:
-            raise UnreadableField(name, f"`{name}` is one of {spoken(m.value for m in held)}")
+            raise UnreadableField(name, f"`{name}` is one of {or_list(m.value for m in held)}")
         return held(value)
     if typing.get_origin(held) is tuple:
         if not isinstance(value, list):
@@ -108,7 +108,7 @@ def camel(name: str) -> str:
 def snapshot(memory: Memory) -> dict[str, Any]:
     """The memory as an event payload records it: what the save said, with the API's names,
     its id and the version it replaced (JSON-safe)."""
-    said = {camel(name): getattr(memory, name) for name in SAID_FIELDS}
+    said = {camel(name): getattr(memory, name) for name in NEW_MEMORY_FIELDS}
     return json.loads(
         json.dumps(
             {"id": memory.id, **said, "supersedes": memory.supersedes},

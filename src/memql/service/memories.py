@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from memql import metrics, pagination, validation
-from memql.context_block import format_context
+from memql import metrics
 from memql.db import events as db_events
 from memql.db import memories as db_memories
 from memql.db import recall as db_recall
-from memql.db import webhooks as db_webhooks
 from memql.db.pool import Conn
 from memql.db.replica import Reads, Standby
 from memql.db.session import Sessions
@@ -51,14 +49,15 @@ from memql.model import (
     Scope,
     Signals,
     TimeRange,
-    Webhook,
     Weights,
 )
+from memql.rules import pagination, validation
+from memql.rules.context_block import format_context
 from memql.service import saving
 from memql.service.query_vectors import QueryVectors
 from memql.service.saving import Saving
+from memql.service.webhooks import Webhooks
 from memql.settings import Limits, Settings
-from memql.webhooks import registry as webhook_registry
 
 if TYPE_CHECKING:
     from memql.realtime import Realtime
@@ -95,6 +94,7 @@ class MemoryService:
         self._weights = weights or settings.recall_weights or DEFAULT_WEIGHTS
         self._saving = Saving(settings, embedder.model)
         self.query_vectors = QueryVectors(embedder, settings.query_vectors)
+        self.webhooks = Webhooks(self._sessions, allow_private=settings.webhooks_allow_private)
 
     @property
     def sessions(self) -> Sessions:
@@ -572,47 +572,3 @@ class MemoryService:
         if self._realtime is None:
             raise RuntimeError("realtime is not running")
         return self._realtime
-
-    # --- webhooks -------------------------------------------------------------------------
-
-    @staticmethod
-    def _require_webhook_admin(principal: Principal) -> None:
-        """Endpoints are managed with an API key whose grant reads both scopes: an endpoint
-        receives the project's shared memories and every user's own, which such a key can
-        already read by naming each user. The consumer is not checked: the access policy has
-        already turned it into the grant."""
-        if not principal.server_credential:
-            raise Forbidden("webhooks are managed with a server credential (API key)")
-        if len(principal.grant.readable_scopes()) < len(Scope):
-            raise Forbidden(
-                "a webhook receives project-scope and user-scope events: this credential's grant"
-                " does not read both"
-            )
-
-    async def add_webhook(
-        self, principal: Principal, url: str, events: Sequence[str] | None
-    ) -> tuple[Webhook, str]:
-        """Register an endpoint of the principal's project; returns it with its signing secret,
-        which is not shown again."""
-        self._require_webhook_admin(principal)
-        async with self._sessions.system() as conn:
-            return await webhook_registry.register(
-                conn,
-                principal.project_id,
-                url,
-                events,
-                created_by=f"api key as {principal.user_id}",
-                allow_private=self._settings.webhooks_allow_private,
-            )
-
-    async def webhooks(self, principal: Principal) -> list[Webhook]:
-        """The project's endpoints with their delivery state."""
-        self._require_webhook_admin(principal)
-        async with self._sessions.system() as conn:
-            return await db_webhooks.list_webhooks(conn, principal.project_id, pending=True)
-
-    async def remove_webhook(self, principal: Principal, webhook_id: uuid.UUID) -> None:
-        self._require_webhook_admin(principal)
-        async with self._sessions.system() as conn:
-            if not await db_webhooks.delete_webhook(conn, webhook_id, principal.project_id):
-                raise NotFound("no such webhook in this project")

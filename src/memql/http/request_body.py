@@ -14,7 +14,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memql.http_errors import error_response
+from memql.http.errors import error_response
 
 
 class UnreadableJson(json.JSONDecodeError):

@@ -26,8 +26,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from memql import http_errors, metrics
+from memql import metrics
 from memql.errors import ConfigurationError
+from memql.http import errors as http_errors
 from memql.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import socket
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,10 +40,12 @@ import psycopg
 from memql.db import events as db_events
 from memql.db import webhooks as db
 from memql.db.pool import system_connection
+from memql.graphql import webhook_payload as payload
 from memql.leadership import Supervised, take_lock
 from memql.model import MemoryEvent, Webhook
 from memql.settings import Settings
-from memql.webhooks import payload, signing, targets
+from memql.webhooks import signing, targets
+from memql.webhooks.backoff import Backoff
 from memql.webhooks.shares import Shares
 
 log = logging.getLogger(__name__)
@@ -61,18 +61,6 @@ FRESH = 1.0
 RELOAD_EVERY = 5.0
 USER_AGENT = "memql-webhooks"
 ERROR_CHARS = 500
-
-
-@dataclass(frozen=True)
-class Backoff:
-    first: float = 1.0
-    most: float = 60.0
-
-    def delay(self, failures: int) -> float:
-        """Seconds before the next attempt after `failures` failures in a row (jittered
-        downwards, so endpoints that failed together do not retry together)."""
-        base = min(self.most, self.first * 2 ** min(failures - 1, 30))
-        return base * random.uniform(0.75, 1.0)
 
 
 class Deliverer(Supervised):

@@ -1,0 +1,3 @@
+"""Pure rules, with no I/O: input validation (`validation.py`), keyset page cursors
+(`pagination.py`), when a save is absorbed (`dedup.py`), the context block (`context_block.py`)
+and the JSON form of a memory (`codec.py`)."""
