@@ -65,7 +65,7 @@ async def lock_owner(conn: Conn, project_id: uuid.UUID, scope: Scope, owner_id: 
     )
 
 
-# what a save says is stored as said; the scope is decided by the caller
+# the fields a save gives are stored as given; the scope is decided by the caller
 _NEW_MEMORY_COLUMNS = [name for name in NEW_MEMORY_FIELDS if name != "scope"]
 INSERT = f"""
     insert into memories as m (
