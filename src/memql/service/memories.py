@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg_pool import AsyncConnectionPool
 
 from memql import metrics
+from memql.access import checks
 from memql.db import events as db_events
 from memql.db import memories as db_memories
 from memql.db import recall as db_recall
@@ -27,11 +28,9 @@ from memql.embeddings import Embedder
 from memql.errors import (
     BadInput,
     Conflict,
-    Forbidden,
     NotFound,
 )
 from memql.model import (
-    Consumer,
     ContextBlock,
     EraseResult,
     EventType,
@@ -109,33 +108,6 @@ class MemoryService:
     def model(self) -> str:
         return self._embedder.model
 
-    # --- access ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _require_write(principal: Principal, scope: Scope) -> None:
-        if not principal.grant.for_scope(scope).can_write:
-            raise Forbidden(f"this credential may not write {scope.value}-scope memories")
-
-    @staticmethod
-    def _require_some_write(principal: Principal) -> None:
-        """Before looking a memory up to change it: a credential that may write nothing is
-        refused as such (FORBIDDEN), whether the memory exists or not, never NOT_FOUND."""
-        if not any(principal.grant.for_scope(s).can_write for s in Scope):
-            raise Forbidden("this credential may not write memories")
-
-    @staticmethod
-    def _readable(principal: Principal, scope: Scope | None) -> tuple[Scope, ...]:
-        """The scopes a read covers: the one asked for (which must be readable) or every
-        readable one (at least one)."""
-        if scope is not None:
-            if not principal.grant.for_scope(scope).can_read:
-                raise Forbidden(f"this credential may not read {scope.value}-scope memories")
-            return (scope,)
-        scopes = principal.grant.readable_scopes()
-        if not scopes:
-            raise Forbidden("this credential may not read memories")
-        return scopes
-
     # --- writes ---------------------------------------------------------------------------
 
     @validation.storable_arguments
@@ -166,7 +138,7 @@ class MemoryService:
                     exc.args = (exc.message,)
                 raise
         for new in news:
-            self._require_write(principal, new.scope or Scope.USER)
+            checks.require_write(principal, new.scope or Scope.USER)
         vectors = await self._embedder.embed([n.content for n in news])
         async with self._writing(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as (conn, events):
             # lock owners in one order so concurrent batches cannot deadlock
@@ -193,7 +165,7 @@ class MemoryService:
 
         The new version keeps the old one's key when the input names none.
         """
-        self._require_some_write(principal)
+        checks.require_some_write(principal)
         new = validation.new_memory(raw, self._limits)
         [vector] = await self._embedder.embed([new.content])
         async with self._writing(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as (conn, events):
@@ -248,7 +220,7 @@ class MemoryService:
     @validation.storable_arguments
     async def erase(self, principal: Principal, memory_id: uuid.UUID) -> EraseResult:
         """Hard-delete a memory with all its versions and the events carrying their content."""
-        self._require_server_credential(principal)
+        checks.require_erasure(principal)
         async with self._writing(principal) as (conn, events):
             memory = await self._locate_locked(conn, principal, memory_id, None, None)
             ids = await db_memories.erase_chain(conn, principal, memory)
@@ -257,8 +229,8 @@ class MemoryService:
 
     async def erase_user(self, principal: Principal) -> EraseResult:
         """Hard-delete everything of the principal's user in this project (right to erasure)."""
-        self._require_server_credential(principal)
-        self._require_write(principal, Scope.USER)
+        checks.require_erasure(principal)
+        checks.require_write(principal, Scope.USER)
         async with self._writing(principal) as (conn, events):
             await db_memories.lock_owner(conn, principal.project_id, Scope.USER, principal.user_id)
             count = await db_memories.erase_owner(conn, principal, Scope.USER)
@@ -281,13 +253,6 @@ class MemoryService:
             await events.write(conn)
 
     @staticmethod
-    def _require_server_credential(principal: Principal) -> None:
-        """Erasure is irreversible: only a backend or agent acting with an `agent` API key may
-        erase; a `client` key (dashboards, browsers) never does, like a browser token."""
-        if not principal.server_credential or principal.consumer is not Consumer.AGENT:
-            raise Forbidden("erasure needs a server credential (an API key of the agent consumer)")
-
-    @staticmethod
     def _require_live(memory: Memory, action: str) -> None:
         invalidated_at, reason = memory.effective_invalidation(datetime.now(UTC))
         if invalidated_at is not None:
@@ -304,7 +269,7 @@ class MemoryService:
         """The memory named by id or by key, with its owner locked and write access checked."""
         if (memory_id is None) == (key is None):
             raise BadInput("name the memory by `id` or by `key`, not both")
-        self._require_some_write(principal)
+        checks.require_some_write(principal)
         readable = principal.grant.readable_scopes()
         if memory_id is not None:
             found = await db_memories.get(conn, principal, memory_id, readable)
@@ -319,7 +284,7 @@ class MemoryService:
             )
         if found is None:
             raise NotFound("no such memory")
-        self._require_write(principal, found.scope)
+        checks.require_write(principal, found.scope)
         await db_memories.lock_owner(conn, principal.project_id, found.scope, found.owner_id)
         # read again under the lock: a concurrent write may have changed it
         fresh = await db_memories.get(conn, principal, found.id, [found.scope])
@@ -331,13 +296,13 @@ class MemoryService:
 
     @validation.storable_arguments
     async def get(self, principal: Principal, memory_id: uuid.UUID) -> Memory | None:
-        scopes = self._readable(principal, None)
+        scopes = checks.readable(principal, None)
         async with self._sessions.read(principal) as conn:
             return await db_memories.get(conn, principal, memory_id, scopes)
 
     @validation.storable_arguments
     async def history(self, principal: Principal, memory_id: uuid.UUID) -> list[Memory]:
-        scopes = self._readable(principal, None)
+        scopes = checks.readable(principal, None)
         async with self._sessions.read(principal) as conn:
             versions = await db_memories.history(conn, principal, memory_id, scopes)
         if not versions:
@@ -386,7 +351,7 @@ class MemoryService:
         start = pagination.decode(after, order, argument="after") if after is not None else None
         end = pagination.decode(before, order, argument="before") if before is not None else None
         flt = MemoryFilter(
-            scopes=self._readable(principal, scope),
+            scopes=checks.readable(principal, scope),
             kind=kind,
             category=category,
             pinned=pinned,
@@ -427,7 +392,7 @@ class MemoryService:
     async def count_memories(self, principal: Principal, flt: MemoryFilter) -> int:
         """How many memories a list's filter admits over all its pages (`Page.filter`)."""
         for scope in flt.scopes:
-            self._readable(principal, scope)
+            checks.readable(principal, scope)
         return await self._reads.run(
             principal, lambda conn: db_memories.count_matching(conn, principal, flt)
         )
@@ -458,7 +423,7 @@ class MemoryService:
             principal,
             validation.content(query, self._limits, field="query"),
             limit,
-            self._readable(principal, scope),
+            checks.readable(principal, scope),
             kinds,
             categories,
             occurred,
@@ -509,7 +474,7 @@ class MemoryService:
         budget = validation.bounded(
             budget, self._limits.context_budget, self._limits.context_budget_max, field="budget"
         )
-        scopes = self._readable(principal, None)
+        scopes = checks.readable(principal, None)
         if query is not None and query.strip():
             query = validation.content(query, self._limits, field="query")
             # the live count needs no vector: it is read while the model embeds the query
@@ -564,7 +529,7 @@ class MemoryService:
         one pass per interval, and ends when its credentials are refused or the grant no longer
         reads a subscribed scope.
         """
-        scopes = self._readable(principal, scope)
+        scopes = checks.readable(principal, scope)
         after = validation.event_cursor(since)
         return self._running_realtime().events(self._sessions, principal, scopes, after, recheck)
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from memql.access import checks
 from memql.db import webhooks as db
 from memql.db.pool import Conn
 from memql.db.session import Sessions
-from memql.errors import BadInput, Forbidden, NotFound
-from memql.model import EVENT_TYPES, Principal, Scope, Webhook
+from memql.errors import BadInput, NotFound
+from memql.model import EVENT_TYPES, Principal, Webhook
 from memql.webhooks import signing, targets
 
 # endpoints one project may have
@@ -63,26 +64,12 @@ class Webhooks:
         self._sessions = sessions
         self._allow_private = allow_private
 
-    @staticmethod
-    def _require_admin(principal: Principal) -> None:
-        """Endpoints are managed with an API key whose grant reads both scopes: an endpoint
-        receives the project's shared memories and every user's own, which such a key can
-        already read by naming each user. The consumer is not checked: the access policy has
-        already turned it into the grant."""
-        if not principal.server_credential:
-            raise Forbidden("webhooks are managed with a server credential (API key)")
-        if len(principal.grant.readable_scopes()) < len(Scope):
-            raise Forbidden(
-                "a webhook receives project-scope and user-scope events: this credential's grant"
-                " does not read both"
-            )
-
     async def add(
         self, principal: Principal, url: str, events: Sequence[str] | None
     ) -> tuple[Webhook, str]:
         """Register an endpoint of the principal's project; returns it with its signing secret,
         which is not shown again."""
-        self._require_admin(principal)
+        checks.require_webhook_admin(principal)
         async with self._sessions.system() as conn:
             return await register(
                 conn,
@@ -95,12 +82,12 @@ class Webhooks:
 
     async def endpoints(self, principal: Principal) -> list[Webhook]:
         """The project's endpoints with their delivery state."""
-        self._require_admin(principal)
+        checks.require_webhook_admin(principal)
         async with self._sessions.system() as conn:
             return await db.list_webhooks(conn, principal.project_id, pending=True)
 
     async def remove(self, principal: Principal, webhook_id: uuid.UUID) -> None:
-        self._require_admin(principal)
+        checks.require_webhook_admin(principal)
         async with self._sessions.system() as conn:
             if not await db.delete_webhook(conn, webhook_id, principal.project_id):
                 raise NotFound("no such webhook in this project")
