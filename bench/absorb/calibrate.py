@@ -7,9 +7,10 @@ Each line is `[label, a, b]` or `[label, a, b, kind_a, kind_b]` (kinds default t
   near-duplicate so the caller can supersede;
 - `other_kind`: the same text under another kind; must stay apart (absorption is same-kind only).
 
-The decision is the service's own: `dedup.may_absorb` on the real model's cosine similarity, plus
-the same-kind rule. For each threshold it prints the false-absorb rate (pairs that must stay apart
-but would be absorbed) and the missed-duplicate rate (true duplicates that would not be).
+The decision is the service's own (`rules.saving.absorbs`: `dedup.may_absorb` on the real model's
+cosine similarity, plus the same-kind rule). For each threshold it prints the false-absorb rate
+(pairs that must stay apart but would be absorbed) and the missed-duplicate rate (true duplicates
+that would not be).
 
     .venv/bin/python bench/absorb/calibrate.py
 """
@@ -25,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from memql.embeddings.local import LocalEmbedder
-from memql.rules import dedup
+from memql.model import Kind, NewMemory
+from memql.rules import dedup, saving
 from memql.settings import Settings
 
 PAIRS = Path(__file__).parent / "pairs.jsonl"
@@ -43,9 +45,14 @@ class Pair:
 
     def absorbed(self, threshold: float) -> bool:
         """What the service decides when `b` is saved while `a` is live."""
-        return self.kind_a == self.kind_b and dedup.may_absorb(
-            self.a, self.b, self.similarity, threshold
-        )
+        return saving.absorbs(*self.memories(), self.similarity, threshold)
+
+    def reported(self, bar: float) -> bool:
+        """Whether saving `b` while `a` is live reports `a` as a near-duplicate."""
+        return saving.reports(*self.memories(), self.similarity, bar)
+
+    def memories(self) -> tuple[NewMemory, NewMemory]:
+        return NewMemory(self.a, Kind(self.kind_a)), NewMemory(self.b, Kind(self.kind_b))
 
 
 def read_pairs() -> list[tuple[str, str, str, str, str]]:
@@ -105,16 +112,13 @@ async def main() -> int:
     near = settings.near_duplicate_threshold
     contradictions = [p for p in pairs if p.label == "contradiction"]
 
-    def reported(p: Pair) -> bool:
-        return p.similarity >= near or dedup.contradicts(p.a, p.b, p.similarity)
-
     print(
         f"\ncontradictions reported as near-duplicates (similarity >= {near:.2f}, or opposite"
         f" polarity from {dedup.CONTRADICTION_FLOOR:.2f}):"
-        f" {sum(map(reported, contradictions))}/{len(contradictions)}"
+        f" {sum(p.reported(near) for p in contradictions)}/{len(contradictions)}"
     )
     for p in contradictions:
-        if not reported(p):
+        if not p.reported(near):
             print(f"  not reported: {p.similarity:.3f} {p.a!r} / {p.b!r}")
     t = float(sys.argv[1]) if len(sys.argv) > 1 else settings.absorb_threshold
     for p in pairs:
