@@ -10,8 +10,8 @@ model answers with the system prompt it was given, so you can see what a model w
 your own `Model` to `chat()` to talk to a real one.
 
 Only for loops whose caller is the user the memories belong to (a signed-in chat, a scheduled
-agent): see "Prompt context" in the README for why a loop that answers untrusted callers must not
-inject this block.
+agent): see docs/context.md for why a loop that answers untrusted callers must not inject this
+block.
 """
 
 from __future__ import annotations

@@ -313,7 +313,7 @@ class Settings:
         " multi-host allowed: `postgresql://r1:5432,r2:5432/memql`; its parameters override"
         " `DATABASE_URL`'s, so it may name only the hosts; `target_session_attrs` defaults to"
         " `prefer-standby`). Each caller's own writes stay visible to its next read, on any"
-        " instance (through `REDIS_URL` when set): see [docs/scale.md](docs/scale.md#replicas)",
+        " instance (through `REDIS_URL` when set): see [scale.md](scale.md#replicas)",
         default=None,
         shown="{default}: every read on the primary",
     )
@@ -509,7 +509,7 @@ class Settings:
         text,
         "the broadcast between instances (`redis://host:6379/0`), or Redis behind Sentinel for"
         " failover (`redis+sentinel://s1:26379,s2:26379/<service>/0`; `rediss+sentinel://` for"
-        " TLS): see [docs/scale.md](docs/scale.md#redis-sentinel)",
+        " TLS): see [scale.md](scale.md#redis-sentinel)",
         default=None,
         shown="{default}: in memory, one instance",
     )

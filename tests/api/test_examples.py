@@ -1,4 +1,5 @@
-"""The README's chat loop runs against the real server and puts the memories in its prompt."""
+"""The chat loop of docs/context.md runs against the real server and puts the memories in its
+prompt."""
 
 from __future__ import annotations
 

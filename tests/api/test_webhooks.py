@@ -138,13 +138,13 @@ async def log_cursors(url: str, project_id: uuid.UUID, after: int, types=None) -
         return [int(c) for (c,) in await cur.fetchall()]
 
 
-def readme_verify() -> Callable[[str, dict[str, str], bytes], bool]:
-    """The receiver's check as the README shows it, taken from the README itself."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    start = readme.index("```python\nimport hashlib")
-    code = readme[start + len("```python\n") : readme.index("```", start + 3)]
+def documented_verify() -> Callable[[str, dict[str, str], bytes], bool]:
+    """The receiver's check as docs/webhooks.md shows it, taken from the page itself."""
+    page = (Path(__file__).parents[2] / "docs" / "webhooks.md").read_text(encoding="utf-8")
+    start = page.index("```python\nimport hashlib")
+    code = page[start + len("```python\n") : page.index("```", start + 3)]
     namespace: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/webhooks.md", "exec"), namespace)
     verify: Callable[[str, dict[str, str], bytes], bool] = namespace["verify"]
     return verify
 
@@ -301,7 +301,7 @@ async def test_events_arrive_signed_in_order_through_failures_and_timeouts_witho
     accepted = receiver.accepted("/all")
     assert [r.cursor for r in accepted] == expected
     assert in_order_without_skipping([r.cursor for r in receiver.attempts("/all")], expected)
-    receiver_check = readme_verify()
+    receiver_check = documented_verify()
     for r in receiver.attempts("/all"):
         assert signing.verify(
             secret, r.body, r.headers["memql-timestamp"], r.headers["memql-signature"]

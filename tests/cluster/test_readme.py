@@ -1,11 +1,15 @@
 """The README as a user runs it: its shell and Python blocks, in order, against a fresh
-`memql serve` on a fresh data directory (embedded PostgreSQL, first-run `dev` project).
+`memql serve` on a fresh data directory (embedded PostgreSQL, first-run `dev` project), then the
+blocks of the pages whose examples continue its tour (TOUR), in the same session.
 
 One bash session runs the shell blocks (so `KEY=...` carries over) and each Python block as a
 script with the session's exported variables; a Python block headed `# path/module.py` is
-written to that path and imported, as the README says the server finds it. The only rewrite is
+written to that path and imported, as the page says the server finds it. The only rewrite is
 the server address (a free port instead of 8000). Blocks that install, serve or run the test
 suite are the setting of this test, not steps of it: they are listed in SETTING with the reason.
+
+The venv is never activated, as the README says: the session's PATH does not hold it, so a bare
+`memql ...` fails there as it would for a reader ("command not found").
 """
 
 from __future__ import annotations
@@ -26,8 +30,16 @@ import pytest
 from memql.testing import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+# the README, then the pages the README sends the reader on to, in its order; their blocks use
+# the tour's $KEY and $MEMQL_KEY (security.md then makes an `acme` project and key of its own)
+TOUR = [ROOT / "README.md"] + [
+    ROOT / "docs" / f"{name}.md" for name in ("mcp", "context", "security", "webhooks")
+]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 ADDRESS = "http://127.0.0.1:8000"
+# a command only an activated venv would find: the first word of a command, after any
+# VAR=value assignments, at a line's start or after |, ;, &&, || or $(
+BARE = re.compile(r"(?:^|[|;&]\s*|\$\()\s*(?:\w+=\S*\s+)*(memql|pytest|pip|python)(?=\s|$)")
 
 # blocks not run, by their first line: what this test does itself instead
 SETTING = {
@@ -36,7 +48,8 @@ SETTING = {
     ".venv/bin/pytest": "the test suite itself",
     "PYTHONPATH=$PWD MEMQL_ACCESS_POLICY=": "a second server with an app's own policy module",
     "def system_prompt(": "an excerpt of examples/chat_loop.py, which test_examples.py runs",
-    "memql webhooks add --project acme https://hooks.example.com": "a receiver on the internet:"
+    ".venv/bin/memql webhooks add --project acme https://hooks.example.com": "a receiver on the"
+    " internet:"
     " its name must resolve, and CI resolves none (test_webhooks.py registers a local one)",
 }
 
@@ -46,16 +59,22 @@ class Block:
     language: str
     code: str
     line: int
+    page: Path
 
     @property
     def first_line(self) -> str:
         return self.code.strip().splitlines()[0] if self.code.strip() else ""
 
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)} line {self.line}"
 
-def readme_blocks() -> list[Block]:
+
+def page_blocks(page: Path) -> list[Block]:
+    """The shell and Python blocks of one page, in order."""
     blocks = []
     fence = re.compile(r"^```(\w*)\s*$")
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = page.read_text(encoding="utf-8").splitlines()
     i = 0
     while i < len(lines):
         opened = fence.match(lines[i])
@@ -64,9 +83,15 @@ def readme_blocks() -> list[Block]:
             i += 1
             while i < len(lines) and lines[i].strip() != "```":
                 i += 1
-            blocks.append(Block(opened.group(1), "\n".join(lines[start:i]) + "\n", start + 1))
+            code = "\n".join(lines[start:i]) + "\n"
+            blocks.append(Block(opened.group(1), code, start + 1, page))
         i += 1
     return [b for b in blocks if b.language in ("sh", "bash", "python")]
+
+
+def readme_blocks() -> list[Block]:
+    """The blocks of the README and of the pages that continue its tour, in the tour's order."""
+    return [block for page in TOUR for block in page_blocks(page)]
 
 
 def is_setting(block: Block) -> str | None:
@@ -97,8 +122,27 @@ def test_every_block_is_run_or_named_as_setting():
     assert blocks, "no shell or Python blocks found in the README"
     matched = {start for start in SETTING for b in blocks if b.first_line.startswith(start)}
     assert matched == set(SETTING), (
-        f"SETTING names blocks the README no longer has: {set(SETTING) - matched}"
+        f"SETTING names blocks the tour's pages no longer have: {set(SETTING) - matched}"
     )
+
+
+def test_no_command_needs_an_activated_venv():
+    """The README installs into .venv and never activates it: a shell block of the README or of
+    a page of docs/ that calls memql, pytest, pip or python bare fails with "command not found"
+    after the two set-up commands."""
+    bare = []
+    for page in PAGES:
+        for block in page_blocks(page):
+            if block.language not in ("sh", "bash"):
+                continue
+            for n, line in enumerate(block.code.splitlines()):
+                command = line.split(" #", 1)[0]
+                if command.lstrip().startswith("#"):
+                    continue
+                found = BARE.search(command)
+                if found:
+                    bare.append(f"{page.relative_to(ROOT)} line {block.line + n}: {line.strip()}")
+    assert not bare, "write .venv/bin/<command>:\n" + "\n".join(bare)
 
 
 def test_the_readme_runs_as_written(fresh_server):
@@ -113,7 +157,7 @@ def test_the_readme_runs_as_written(fresh_server):
         if is_setting(block):
             continue
         code = block.code.replace(ADDRESS, url)
-        parts.append(f"echo {shlex.quote(f'=== README line {block.line}')}")
+        parts.append(f"echo {shlex.quote(f'=== {block.where}')}")
         named = re.fullmatch(r"# ([\w/]+)\.py", block.first_line)
         if block.language == "python" and named:
             # a module the README tells the reader to write: written there, then imported
@@ -129,9 +173,12 @@ def test_the_readme_runs_as_written(fresh_server):
             parts.append(f".venv/bin/python {shlex.quote(str(script))}")
         else:
             parts.append(code)
+    # a reader's shell: the venv is not on PATH, even when this test runs inside it
+    venv_bin = Path(sys.prefix, "bin").resolve()
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and Path(p).resolve() != venv_bin]
     env = {
         **os.environ,
-        "PATH": f"{home / '.venv' / 'bin'}:{os.environ['PATH']}",
+        "PATH": os.pathsep.join(path),
         "MEMQL_URL": url,
         "MEMQL_DATA_DIR": str(workdir / "data"),
     }

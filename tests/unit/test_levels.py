@@ -1,5 +1,5 @@
-"""Every test module sits in the folder of its level (README: unit, service, api, cluster), so
-each level runs on its own and its fixtures come from its own conftest."""
+"""Every test module sits in the folder of its level (docs/development.md: unit, service, api,
+cluster), so each level runs on its own and its fixtures come from its own conftest."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from memql.settings import Fixed, Settings, Variable
 
 ROOT = Path(__file__).resolve().parents[2]
 # the page that holds the configuration table (found in it by its markers)
-TABLE_PAGE = ROOT / "README.md"
+TABLE_PAGE = ROOT / "docs" / "configuration.md"
 
 
 @pytest.mark.parametrize(
