@@ -17,6 +17,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import nullcontext
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from memql.errors import BadInput, ConfigurationError, MemqlError, NotFound
@@ -329,8 +330,22 @@ def configure_keys_parser(subparsers: Subparsers) -> None:
     create = actions.add_parser("create", help="create a key; it is printed alone on the last line")
     create.add_argument("--project", required=True)
     create.add_argument("--consumer", choices=[c.value for c in Consumer], default="agent")
+    create.add_argument("--name", help="a label for listings (1 to 100 characters)")
+    expiry = create.add_mutually_exclusive_group()
+    expiry.add_argument(
+        "--expires-in",
+        metavar="DURATION",
+        help="refuse the key after this long: whole numbers of s, m, h, d or w (90s, 30d, 1d12h)",
+    )
+    expiry.add_argument(
+        "--expires-at",
+        metavar="INSTANT",
+        help="refuse the key from this ISO-8601 instant on, with its offset (2026-12-31T23:00Z)",
+    )
     create.set_defaults(func=_create_key)
-    listing = actions.add_parser("list", help="list keys (prefix, consumer, created, last used)")
+    listing = actions.add_parser(
+        "list", help="list keys (prefix, name, consumer, created, last used, expiry, state)"
+    )
     listing.add_argument("--project")
     listing.set_defaults(func=_list_keys)
     revoke = actions.add_parser("revoke", help="revoke a key by id")
@@ -338,40 +353,74 @@ def configure_keys_parser(subparsers: Subparsers) -> None:
     revoke.set_defaults(func=_revoke_key)
 
 
-@_as_owner
-async def _create_key(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
-) -> int:
-    from memql.access.credentials import display_prefix, generate_key, hash_key
-    from memql.db import tenants
+def _instant(value: datetime | None, missing: str = "-") -> str:
+    """A key's time as `keys list` and `--expires-at` write it: ISO-8601 in UTC, to the second."""
+    if value is None:
+        return missing
+    return value.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _create_key(settings: Settings, args: argparse.Namespace) -> int:
+    """Every argument is checked before the database is opened: a bad name or expiry creates
+    nothing (status 2, one line)."""
+    from memql.access import credentials
 
     consumer = Consumer(args.consumer)
-    project = await _project(conn, args.project)
-    key = generate_key()
-    record = await tenants.insert_api_key(
-        conn, project.id, display_prefix(key), hash_key(key), consumer
-    )
-    print(
-        f"created {consumer.value} key {record.id} for project {project.name};"
-        " it is shown only once:"
-    )
-    print(key)
-    return 0
+    name = credentials.key_name(args.name) if args.name is not None else None
+    expires: datetime | timedelta | None = None
+    if args.expires_in is not None:
+        expires = credentials.expires_in(args.expires_in)
+    elif args.expires_at is not None:
+        expires = credentials.expires_at(args.expires_at, datetime.now(UTC))
+
+    async def create(conn: psycopg.AsyncConnection[Any]) -> int:
+        from memql.db import tenants
+
+        project = await _project(conn, args.project)
+        key = credentials.generate_key()
+        record = await tenants.insert_api_key(
+            conn,
+            project.id,
+            credentials.display_prefix(key),
+            credentials.hash_key(key),
+            consumer,
+            name=name,
+            expires=expires,
+        )
+        named = f" {record.name!r}" if record.name else ""
+        expiring = f", expiring {_instant(record.expires_at)}" if record.expires_at else ""
+        print(
+            f"created {consumer.value} key {record.id}{named} for project {project.name}"
+            f"{expiring}; it is shown only once:"
+        )
+        print(key)
+        return 0
+
+    return _on_owner_connection(settings, create)
 
 
 @_as_owner
 async def _list_keys(
     conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
 ) -> int:
+    """One line per key, its id first: project, prefix, name, consumer, created, last used,
+    expiry, and its state (active, expired, or revoked and when)."""
     from memql.db import tenants
 
     project_id = (await _project(conn, args.project)).id if args.project else None
+    now = datetime.now(UTC)
     for k in await tenants.list_api_keys(conn, project_id):
-        used = f"{k.last_used_at:%Y-%m-%d %H:%M}" if k.last_used_at else "never"
-        state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"
+        if k.revoked_at is not None:
+            state = f"revoked {_instant(k.revoked_at)}"
+        elif k.expires_at is not None and k.expires_at <= now:
+            state = "expired"
+        else:
+            state = "active"
         print(
-            f"{k.id}  {k.project_name}  {k.prefix}…  {k.consumer.value}"
-            f"  created {k.created_at:%Y-%m-%d %H:%M}  last used {used}  {state}"
+            f"{k.id}  {k.project_name}  {k.prefix}…  {repr(k.name) if k.name else 'unnamed'}"
+            f"  {k.consumer.value}  created {_instant(k.created_at)}"
+            f"  last used {_instant(k.last_used_at, 'never')}"
+            f"  expires {_instant(k.expires_at, 'never')}  {state}"
         )
     return 0
 

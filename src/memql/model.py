@@ -149,6 +149,9 @@ class Principal:
     # the API key it came with (None for a browser token): every transaction checks that the
     # key is still live and the project still entitled, whatever an instance has cached
     key_id: uuid.UUID | None = None
+    # when that API key expires (None: never, or a browser token): from then on it is refused
+    # as a revoked key is, and an open stream ends
+    key_expires_at: datetime | None = None
 
     def owner_for(self, scope: Scope) -> str:
         """The owner id of rows in `scope`: the user, or '' for the shared project scope."""
@@ -337,6 +340,10 @@ class ApiKey:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    # a label for listings, chosen by the operator
+    name: str | None = None
+    # from then on the key is refused as a revoked one is (None: never)
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)

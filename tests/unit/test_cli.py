@@ -45,8 +45,22 @@ PARSED = [
     ("projects jwt acme --off", {"off": True, "issuer": None}, cli._configure_jwt),
     ("projects enable acme", {"action": "enable", "name": "acme"}, cli._set_entitlement),
     ("projects disable acme", {"action": "disable", "name": "acme"}, cli._set_entitlement),
-    ("keys create --project acme", {"project": "acme", "consumer": "agent"}, cli._create_key),
+    (
+        "keys create --project acme",
+        {"project": "acme", "consumer": "agent", "name": None, "expires_in": None},
+        cli._create_key,
+    ),
     ("keys create --project acme --consumer client", {"consumer": "client"}, cli._create_key),
+    (
+        "keys create --project acme --name ci --expires-in 30d",
+        {"name": "ci", "expires_in": "30d", "expires_at": None},
+        cli._create_key,
+    ),
+    (
+        "keys create --project acme --expires-at 2030-01-01T00:00:00Z",
+        {"expires_in": None, "expires_at": "2030-01-01T00:00:00Z"},
+        cli._create_key,
+    ),
     ("keys list", {"project": None}, cli._list_keys),
     ("keys list --project acme", {"project": "acme"}, cli._list_keys),
     ("keys revoke 0b9f", {"id": "0b9f"}, cli._revoke_key),
@@ -161,6 +175,7 @@ def test_the_documented_options_are_the_parsers_options():
         "projects create",
         "keys create",
         "keys create --project acme --consumer robot",
+        "keys create --project acme --expires-in 1d --expires-at 2030-01-01T00:00:00Z",
         "projects jwt acme --hs256-secret s --jwks-url u",
         "export",
         "import --project acme",
@@ -201,6 +216,28 @@ def no_database(monkeypatch, tmp_path):
             "memql: give --issuer, --audience and --hs256-secret or --jwks-url (or --off)",
         ),
         ("reembed --batch-size 0", 2, "memql: --batch-size must be at least 1"),
+        (
+            "keys create --project acme --expires-in 30x",
+            2,
+            "memql: --expires-in '30x' is not a duration: give whole numbers of s, m, h, d or w,"
+            " such as 90s, 12h, 30d or 1d12h",
+        ),
+        (
+            "keys create --project acme --expires-in 0d",
+            2,
+            "memql: --expires-in '0d' is no time at all",
+        ),
+        (
+            "keys create --project acme --expires-at 2030-01-01T00:00",
+            2,
+            "memql: --expires-at '2030-01-01T00:00' has no UTC offset: add one, such as Z or"
+            " +01:00",
+        ),
+        (
+            "keys create --project acme --expires-at 2020-01-01T00:00:00Z",
+            2,
+            "memql: --expires-at '2020-01-01T00:00:00Z' is in the past",
+        ),
     ],
 )
 def test_a_bad_argument_is_refused_in_one_line_before_a_database_is_opened(

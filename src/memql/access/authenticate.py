@@ -9,7 +9,6 @@ closed), then the access policy, once.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -100,13 +99,14 @@ class Authenticator:
                 raise Unauthenticated("a browser token carries its user in `sub`: drop X-User-Id")
             project, subject = await self._from_jwt(token)
             user_id = canonical_user_id(subject)
-            consumer, server, key_id = Consumer.CLIENT, False, None
+            consumer, server, key_id, expires_at = Consumer.CLIENT, False, None, None
         else:
             if not header_user:
                 raise Unauthenticated("an API key acts for a user: send `X-User-Id: <user id>`")
             user_id = canonical_user_id(header_user)
-            project, consumer, key_id = await self._from_key(token)
-            server = True
+            owner = await self._from_key(token)
+            project, consumer, key_id = owner.project, owner.consumer, owner.key_id
+            server, expires_at = True, owner.expires_at
         if not project.memory_enabled:
             raise NotEntitled("not found")
         if self._rates is not None:
@@ -124,6 +124,7 @@ class Authenticator:
             grant=grant,
             server_credential=server,
             key_id=key_id,
+            key_expires_at=expires_at,
         )
 
     async def authenticate_many(
@@ -179,7 +180,7 @@ class Authenticator:
             return exc
         return replace(resolved, user_id=user_id, grant=grant)
 
-    async def _from_key(self, token: str) -> tuple[Project, Consumer, uuid.UUID]:
+    async def _from_key(self, token: str) -> tenants.KeyOwner:
         key_hash = hash_key(token)
 
         async def resolve() -> tenants.KeyOwner | None:
@@ -193,8 +194,8 @@ class Authenticator:
 
         owner = await self.cache.get(("key", key_hash), resolve, holds)
         if not isinstance(owner, tenants.KeyOwner):
-            raise Unauthenticated("the API key is unknown or revoked")
-        return owner.project, owner.consumer, owner.key_id
+            raise Unauthenticated(tenants.KEY_REFUSED)
+        return owner
 
     async def _from_jwt(self, token: str) -> tuple[Project, str]:
         issuer = unverified_issuer(token)

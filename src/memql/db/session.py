@@ -44,9 +44,10 @@ async def bind_principal(
 ) -> None:
     """Scope this transaction to `principal` (row-level security policies read these values)
     and apply `settings` to it, in one statement that also checks the principal's credential:
-    when its key was revoked, or its project lost its entitlement or was deleted, the statement
-    fails with `InvalidAuthorizationSpecification` (010_credential_check.sql) and the
-    transaction runs nothing more. In pipeline mode the statement is only queued."""
+    when its key was revoked or has expired, or its project lost its entitlement or was
+    deleted, the statement fails with `InvalidAuthorizationSpecification`
+    (010_credential_check.sql, 015_key_names_and_expiry.sql) and the transaction runs nothing
+    more. In pipeline mode the statement is only queued."""
     extra = "".join(f", set_config(%(s{i})s, %(v{i})s, true)" for i in range(len(settings)))
     params: dict[str, Any] = {
         "project_id": str(principal.project_id),
@@ -75,7 +76,7 @@ def _statement_timeout() -> list[tuple[str, str]]:
 # work on a connection at a given point of a session's life (after a commit, before a read)
 ConnHook = Callable[[Conn], Awaitable[None]]
 
-STALE_CREDENTIAL = "the credential was revoked or its project has no memory"
+STALE_CREDENTIAL = "the credential was revoked or has expired, or its project has no memory"
 OUT_OF_TIME = (
     "the request used up its time with the database (MEMQL_REQUEST_TIMEOUT_SECONDS);"
     " ask for less in one request"

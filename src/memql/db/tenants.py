@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -46,9 +47,16 @@ async def get_project_by_name(conn: Conn, name: str) -> Project | None:
     return _project(row) if row else None
 
 
+#: what a key that `find_api_key` does not find is told, whichever the reason: unknown, revoked
+#: and expired keys get one answer
+KEY_REFUSED = "the API key is unknown, revoked or expired"
+
+# a key that has not expired (`k`: api_keys)
+UNEXPIRED = "(k.expires_at is null or k.expires_at > now())"
+
 _KEY_COLUMNS = """
     k.id, k.project_id, p.name as project_name, k.prefix, k.consumer, k.created_at,
-    k.last_used_at, k.revoked_at
+    k.last_used_at, k.revoked_at, k.name, k.expires_at
 """
 
 
@@ -62,22 +70,36 @@ def _api_key(row: dict[str, Any]) -> ApiKey:
         created_at=row["created_at"],
         last_used_at=row["last_used_at"],
         revoked_at=row["revoked_at"],
+        name=row["name"],
+        expires_at=row["expires_at"],
     )
 
 
 async def insert_api_key(
-    conn: Conn, project_id: uuid.UUID, prefix: str, key_hash: bytes, consumer: Consumer
+    conn: Conn,
+    project_id: uuid.UUID,
+    prefix: str,
+    key_hash: bytes,
+    consumer: Consumer,
+    *,
+    name: str | None = None,
+    expires: datetime | timedelta | None = None,
 ) -> ApiKey:
+    """A new key. `expires`: an instant, or a time from the database's now (its clock decides
+    when a key has expired); None: never."""
+    at = expires if isinstance(expires, datetime) else None
+    after = expires if isinstance(expires, timedelta) else None
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"""
             with k as (
-                insert into api_keys (project_id, prefix, key_hash, consumer)
-                values (%s, %s, %s, %s) returning *
+                insert into api_keys (project_id, prefix, key_hash, consumer, name, expires_at)
+                values (%s, %s, %s, %s, %s, coalesce(%s::timestamptz, now() + %s::interval))
+                returning *
             )
             select {_KEY_COLUMNS} from k join projects p on p.id = k.project_id
             """,
-            (project_id, prefix, key_hash, consumer.value),
+            (project_id, prefix, key_hash, consumer.value, name, at, after),
         )
         row = await cur.fetchone()
     assert row is not None
@@ -154,16 +176,19 @@ class KeyOwner:
     key_id: uuid.UUID
     consumer: Consumer
     project: Project
+    expires_at: datetime | None = None
 
 
 async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
-    """The live key with this hash and its project; marks it used (at most once a minute)."""
+    """The live key with this hash (not revoked, not expired) and its project; marks it used
+    (at most once a minute)."""
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            """
-            select k.id as key_id, k.consumer, p.id, p.name, p.memory_enabled, p.created_at
+            f"""
+            select k.id as key_id, k.consumer, k.expires_at, p.id, p.name, p.memory_enabled,
+                p.created_at
             from api_keys k join projects p on p.id = k.project_id
-            where k.key_hash = %s and k.revoked_at is null
+            where k.key_hash = %s and k.revoked_at is null and {UNEXPIRED}
             """,
             (key_hash,),
         )
@@ -175,13 +200,15 @@ async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
         " and (last_used_at is null or last_used_at < now() - interval '1 minute')",
         (row["key_id"],),
     )
-    return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row))
+    return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row), row["expires_at"])
 
 
 async def credential_epoch(conn: Conn) -> int:
     """The credential epoch: raised by every change that could revoke a credential (a key
-    revoked, moved or given another consumer; a project's entitlement, token trust or existence;
-    `013_credential_epoch.sql`). A credential confirmed after reading epoch E reflects every
+    revoked, moved, given another consumer or another expiry; a project's entitlement, token
+    trust or existence; `013_credential_epoch.sql`, `015_key_names_and_expiry.sql`). Time
+    passing raises nothing: a key's expiry travels with the principal instead
+    (`Principal.key_expires_at`). A credential confirmed after reading epoch E reflects every
     change up to E."""
     cur = await conn.execute("select epoch from credential_epoch")
     row = await cur.fetchone()
@@ -190,17 +217,25 @@ async def credential_epoch(conn: Conn) -> int:
 
 async def key_holds(conn: Conn, owner: KeyOwner) -> bool:
     """Whether `owner` (a kept answer of `find_api_key`) is still the whole truth: the key
-    live, of the same project, with the same consumer, the project entitled and of the same
-    name (the access policy is asked with the consumer and the name)."""
+    live (not revoked, not expired, with the same expiry), of the same project, with the same
+    consumer, the project entitled and of the same name (the access policy is asked with the
+    consumer and the name)."""
     cur = await conn.execute(
-        """
+        f"""
         select exists(
             select from api_keys k join projects p on p.id = k.project_id
             where k.id = %s and k.project_id = %s and k.revoked_at is null and p.memory_enabled
-              and k.consumer = %s and p.name = %s
+              and k.consumer = %s and p.name = %s and {UNEXPIRED}
+              and k.expires_at is not distinct from %s
         )
         """,
-        (owner.key_id, owner.project.id, owner.consumer.value, owner.project.name),
+        (
+            owner.key_id,
+            owner.project.id,
+            owner.consumer.value,
+            owner.project.name,
+            owner.expires_at,
+        ),
     )
     row = await cur.fetchone()
     return bool(row and row[0])

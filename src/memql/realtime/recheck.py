@@ -19,6 +19,12 @@ or not the notification of the change has been heard. The notification (`memql_c
 heard by the credential cache's listener) starts a pass at once, so a stream whose credentials
 were revoked ends even when no event follows. A grant that a policy narrows by itself (no
 database change) is seen by the periodic pass, every `interval` seconds.
+
+An API key's expiry changes nothing in the database, so no epoch counts it: the stream carries
+it instead (`Principal.key_expires_at`, renewed by every pass that confirms the stream). Before
+each delivery the stream compares it with the clock (`Watch.refuse_if_expired`: an event
+delivered before the expiry was committed before it, so nothing committed after the expiry is
+delivered), and a timer wakes the stream at the expiry, so an idle stream ends then too.
 """
 
 from __future__ import annotations
@@ -29,8 +35,16 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from memql.errors import CredentialsUnavailable, Forbidden, MemqlError, ServiceUnavailable
+from memql.db.tenants import KEY_REFUSED
+from memql.errors import (
+    CredentialsUnavailable,
+    Forbidden,
+    MemqlError,
+    ServiceUnavailable,
+    Unauthenticated,
+)
 from memql.model import Principal, Scope
 
 log = logging.getLogger(__name__)
@@ -59,13 +73,60 @@ class Recheck:
 
 
 class Watch:
-    def __init__(self, recheck: Recheck, scopes: Sequence[Scope], wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        recheck: Recheck,
+        scopes: Sequence[Scope],
+        wake: Callable[[], None],
+        expires_at: datetime | None = None,
+    ) -> None:
         self.recheck = recheck
         self.scopes = scopes
         self.wake = wake
         self.failure: MemqlError | None = None
         # the credential epoch at which the credentials were last confirmed
         self.confirmed = UNCONFIRMED
+        # when the API key expires, in `time.time()` seconds (None: never)
+        self.expires: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.expire_at(expires_at)
+
+    def expire_at(self, when: datetime | None) -> None:
+        """Refuse the credentials from `when` on (None: never); the stream is woken then."""
+        expires = when.timestamp() if when is not None else None
+        if expires == self.expires:
+            return
+        self.expires = expires
+        self.stop()
+        self._arm()
+
+    def _arm(self) -> None:
+        if self.expires is None or self.failure is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + self.expires - time.time(), self._expired)
+
+    def _expired(self) -> None:
+        self._timer = None
+        if self.expires is not None and time.time() < self.expires:
+            self._arm()  # the loop's clock ran ahead of the wall clock
+        elif self.failure is None:
+            self.failure = Unauthenticated(KEY_REFUSED)
+            self.wake()
+
+    def refuse_if_expired(self) -> None:
+        """Raise the refusal of an expired key when the key has expired by now: called before
+        each delivery, so no event committed after the expiry is delivered."""
+        if self.expires is not None and time.time() >= self.expires:
+            if self.failure is None:
+                self.failure = Unauthenticated(KEY_REFUSED)
+            raise self.failure
+
+    def stop(self) -> None:
+        """Cancel the expiry's timer (the stream has ended)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def judge(self, outcome: Principal | MemqlError, epoch: int) -> None:
         if isinstance(outcome, MemqlError):
@@ -74,6 +135,8 @@ class Watch:
             lost = [s.value for s in self.scopes if not outcome.grant.for_scope(s).can_read]
             if not lost:
                 self.confirmed = max(self.confirmed, epoch)
+                # an expiry changed in the database meanwhile (the epoch moved)
+                self.expire_at(outcome.key_expires_at)
                 return
             self.failure = Forbidden(
                 f"the grant no longer allows reading {', '.join(lost)}-scope memories; the"
@@ -96,9 +159,15 @@ class Rechecker:
 
     @contextlib.contextmanager
     def watch(
-        self, recheck: Recheck, scopes: Sequence[Scope], wake: Callable[[], None]
+        self,
+        recheck: Recheck,
+        scopes: Sequence[Scope],
+        wake: Callable[[], None],
+        expires_at: datetime | None = None,
     ) -> Iterator[Watch]:
-        w = Watch(recheck, scopes, wake)
+        """Watch a stream's credentials while the block runs; `expires_at`: its API key's
+        expiry (`Principal.key_expires_at`)."""
+        w = Watch(recheck, scopes, wake, expires_at)
         self._watches[w] = None
         if recheck.on_change is not None and recheck.on_change not in self._hooked:
             self._hooked.add(recheck.on_change)
@@ -108,6 +177,7 @@ class Rechecker:
         try:
             yield w
         finally:
+            w.stop()
             self._watches.pop(w, None)
 
     def changed(self) -> None:

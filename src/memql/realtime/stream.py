@@ -17,8 +17,10 @@ credential epoch of the snapshot it was read in (a replayed page's statement, th
 and the stream yields it only once its credentials are confirmed at that epoch or later
 (`recheck.py`); while nothing changes that costs no read. A key revoked, a project disabled or a
 grant narrowed by a database change before an event committed ends the stream with that error
-instead of delivering the event. Credentials are also checked again every `recheck_interval`
-seconds, and at once when the database announces a change.
+instead of delivering the event; an API key that expires ends it at its expiry, and no event is
+delivered after it (`Watch.refuse_if_expired`, before each delivery). Credentials are also
+checked again every `recheck_interval` seconds, and at once when the database announces a
+change.
 
 The stream's reads of the log (its horizon, replayed pages) queue for a few slots per project
 (`LogReads`): a thousand streams subscribing at once wait their turn instead of taking their
@@ -129,7 +131,9 @@ async def stream_events(
             with contextlib.ExitStack() as watching:
                 watch = None
                 if recheck is not None:
-                    watch = watching.enter_context(rechecker.watch(recheck, scopes, inbox.wake))
+                    watch = watching.enter_context(
+                        rechecker.watch(recheck, scopes, inbox.wake, principal.key_expires_at)
+                    )
                 first = await horizon()
                 if since is not None and since > first:
                     raise _beyond_the_log(since)
@@ -153,6 +157,8 @@ async def stream_events(
                         if watch is not None and epoch is not None and watch.confirmed < epoch:
                             await _cleared(rechecker, watch, epoch)
                         for event in page.events:
+                            if watch is not None and watch.expires is not None:
+                                watch.refuse_if_expired()
                             yield event
                             last = event.cursor
                         if len(page.events) < REPLAY_PAGE:
@@ -171,6 +177,8 @@ async def stream_events(
                     for live in taken:
                         if live.cursor <= last:
                             continue
+                        if watch is not None and watch.expires is not None:
+                            watch.refuse_if_expired()
                         yield live
                         last = live.cursor
                     idle = not (inbox.resync or inbox.overflowed or len(inbox))
