@@ -26,6 +26,7 @@ from memql.settings import Settings
 
 if TYPE_CHECKING:
     import psycopg
+    from tqdm import tqdm
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -543,6 +544,33 @@ def _remove_webhook(settings: Settings, args: argparse.Namespace) -> int:
 # ---- memql export, memql import ---------------------------------------------------------------
 
 
+def _shows_progress(args: argparse.Namespace) -> bool:
+    """Whether a long command draws its progress bar: on stderr, and only when that is a
+    terminal (piped or redirected, the command prints its summary line alone), unless
+    `--no-progress`. `export`, `import` and `reembed` decide alike, here."""
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def _progress_bar(total: int | None, desc: str, *, shown: bool) -> tqdm[None]:
+    """The bar `export` and `import` draw on stderr, as `reembed` draws its own (tqdm): count,
+    rate, and the time left when `total` is known."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="memory", desc=desc, disable=not shown, file=sys.stderr)
+
+
+def _advance(bar: tqdm[None]) -> Callable[[int], None]:
+    """`bar.update`, raising its total when more comes than it was counted at (memories saved
+    while an export runs)."""
+
+    def advance(done: int) -> None:
+        if bar.total is not None and bar.n + done > bar.total:
+            bar.total = bar.n + done
+        bar.update(done)
+
+    return advance
+
+
 def configure_export_parser(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("export", help="write a project's memories as JSON lines")
     parser.add_argument("--project", required=True)
@@ -551,6 +579,9 @@ def configure_export_parser(subparsers: Subparsers) -> None:
         "--vectors",
         action="store_true",
         help="add each version's stored vector, which an import with the same model takes as it is",
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (none unless on a terminal)"
     )
     parser.set_defaults(func=_export)
 
@@ -563,6 +594,9 @@ def configure_import_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--project", required=True)
     parser.add_argument("input", help="file to read ('-': stdin)")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (none unless on a terminal)"
+    )
     parser.set_defaults(func=_import)
 
 
@@ -572,12 +606,20 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
     from memql.db.pool import system_connection
     from memql.runtime import open_database
 
+    # not over the lines themselves when they go to the same terminal
+    shown = _shows_progress(args) and not (args.output is None and sys.stdout.isatty())
     async with open_database(settings) as url, await system_connection(url) as conn:
         project = await _project(conn, args.project)
+        total = await transfer.version_count(conn, project.id) if shown else None
         with (
-            open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout)
-        ) as out:
-            count = await transfer.export(conn, project.id, out, vectors=args.vectors)
+            (
+                open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout)
+            ) as out,
+            _progress_bar(total, f"exporting {project.name}", shown=shown) as bar,
+        ):
+            count = await transfer.export(
+                conn, project.id, out, vectors=args.vectors, progress=_advance(bar)
+            )
         print(f"exported {count} memory versions of {project.name}", file=sys.stderr)
         return 0
 
@@ -588,6 +630,7 @@ async def _import(settings: Settings, args: argparse.Namespace) -> int:
     from memql.db.pool import system_connection
     from memql.runtime import open_database, open_embedder
 
+    shown = _shows_progress(args)
     async with open_database(settings) as url, await system_connection(url) as conn:
         project = await _project(conn, args.project)
         async with open_embedder(settings) as embedder:
@@ -596,7 +639,20 @@ async def _import(settings: Settings, args: argparse.Namespace) -> int:
                 if args.input != "-"
                 else nullcontext(sys.stdin) as source
             ):
-                done = await transfer.import_(conn, project.id, source, embedder, settings.limits)
+                total = None
+                if shown and source.seekable():
+                    # a file is counted first, for the time left; a pipe can be read once
+                    total = transfer.record_count(source)
+                    source.seek(0)
+                with _progress_bar(total, f"importing into {project.name}", shown=shown) as bar:
+                    done = await transfer.import_(
+                        conn,
+                        project.id,
+                        source,
+                        embedder,
+                        settings.limits,
+                        progress=_advance(bar),
+                    )
         print(
             f"imported {done.imported} memory versions into {project.name}"
             f" ({done.skipped} already present; {done.embedded} records embedded, the others"
@@ -616,7 +672,9 @@ def configure_reembed_parser(subparsers: Subparsers) -> None:
         " may keep running)",
     )
     parser.add_argument("--batch-size", type=int, default=64, help="memories per batch")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (none unless on a terminal)"
+    )
     parser.set_defaults(func=_reembed)
 
 
@@ -624,7 +682,7 @@ def _reembed(settings: Settings, args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         print("memql: --batch-size must be at least 1", file=sys.stderr)
         return 2
-    return asyncio.run(_reembed_all(settings, args.batch_size, progress=not args.no_progress))
+    return asyncio.run(_reembed_all(settings, args.batch_size, progress=_shows_progress(args)))
 
 
 async def _reembed_all(settings: Settings, batch_size: int, *, progress: bool) -> int:

@@ -25,7 +25,7 @@ import base64
 import binascii
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import IO, Any, NamedTuple
 
@@ -47,6 +47,8 @@ BATCH = 128
 LINE_MAX_CHARS = 1024 * 1024
 #: a record's optional stored vector (of its `embedding_model`): little-endian float32, base64
 VECTOR = "embedding"
+#: told how many more records an export wrote or an import stored (a progress bar's `update`)
+Progress = Callable[[int], object]
 
 
 @dataclass(frozen=True)
@@ -187,14 +189,33 @@ def storable_record(record: dict[str, Any], memory: Memory, limits: Limits) -> M
     )
 
 
-async def export(conn: Conn, project_id: uuid.UUID, out: IO[str], *, vectors: bool = False) -> int:
+async def export(
+    conn: Conn,
+    project_id: uuid.UUID,
+    out: IO[str],
+    *,
+    vectors: bool = False,
+    progress: Progress | None = None,
+) -> int:
     """Every version of every memory of the project to `out`, a JSON line each (with its stored
-    vector when `vectors`); how many."""
+    vector when `vectors`); how many. `progress` is told of each line written."""
     count = 0
     async for memory, vector in db_transfer.every_memory(conn, project_id, vectors=vectors):
         out.write(to_line(memory, vector) + "\n")
         count += 1
+        if progress is not None:
+            progress(1)
     return count
+
+
+async def version_count(conn: Conn, project_id: uuid.UUID) -> int:
+    """How many lines an export of the project writes (as it stands now)."""
+    return await db_transfer.version_count(conn, project_id)
+
+
+def record_count(lines: Iterable[str]) -> int:
+    """How many records an import of `lines` reads (its lines that are not blank)."""
+    return sum(1 for line in lines if line.strip())
 
 
 async def _batches(
@@ -237,11 +258,13 @@ async def import_(
     lines: Iterable[str],
     embedder: Embedder,
     limits: Limits | None = None,
+    *,
+    progress: Progress | None = None,
 ) -> Imported:
     """Insert every record not already present, in one transaction. A record that breaks a
     rule raises BadInput and nothing is written. A record's own vector is taken where it is of
     `embedder`'s model; the model embeds the others. Batches overlap: while one batch's rows go
-    in, the model embeds the next."""
+    in, the model embeds the next. `progress` is told of the records of each batch written."""
     imported = skipped = embedded = 0
 
     async def write(batch: list[Record], vectors: Awaitable[list[Vector]]) -> None:
@@ -250,6 +273,8 @@ async def import_(
         added = await db_transfer.insert_imported(conn, memories, await vectors, embedder.model)
         imported += added
         skipped += len(batch) - added
+        if progress is not None:
+            progress(len(batch))
 
     async with conn.transaction():
         pending: tuple[list[Record], asyncio.Future[list[Vector]]] | None = None

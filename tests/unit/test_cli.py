@@ -80,7 +80,7 @@ PARSED = [
     ("webhooks status --project acme", {"action": "status", "project": "acme"}, cli._list_webhooks),
     (
         "export --project acme",
-        {"project": "acme", "output": None, "vectors": False},
+        {"project": "acme", "output": None, "vectors": False, "no_progress": False},
         cli._export,
     ),
     (
@@ -88,9 +88,17 @@ PARSED = [
         {"output": "out.jsonl", "vectors": True},
         cli._export,
     ),
-    ("export --project acme --output out.jsonl", {"output": "out.jsonl"}, cli._export),
-    ("import --project acme out.jsonl", {"project": "acme", "input": "out.jsonl"}, cli._import),
-    ("import --project acme -", {"input": "-"}, cli._import),
+    (
+        "export --project acme --output out.jsonl --no-progress",
+        {"output": "out.jsonl", "no_progress": True},
+        cli._export,
+    ),
+    (
+        "import --project acme out.jsonl",
+        {"project": "acme", "input": "out.jsonl", "no_progress": False},
+        cli._import,
+    ),
+    ("import --project acme - --no-progress", {"input": "-", "no_progress": True}, cli._import),
     ("reembed", {"batch_size": 64, "no_progress": False}, cli._reembed),
     ("reembed --batch-size 8 --no-progress", {"batch_size": 8, "no_progress": True}, cli._reembed),
 ]

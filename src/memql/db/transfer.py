@@ -31,6 +31,13 @@ async def every_memory(
             yield memory_from_row(row), row["embedding"].to_numpy() if vectors else None
 
 
+async def version_count(conn: Conn, project_id: uuid.UUID) -> int:
+    """How many versions of memories the project holds (what `every_memory` yields)."""
+    cur = await conn.execute("select count(*) from memories where project_id = %s", (project_id,))
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
 # an exported memory goes in as it was, every field in its column, with the importing model
 _STORED = [name for name in MEMORY_FIELDS if name != "embedding_model"]
 IMPORT = f"""
