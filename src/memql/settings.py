@@ -225,6 +225,48 @@ def origins(name: str, raw: str) -> tuple[str, ...]:
         raise ConfigurationError(f"{name}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class OperatorToken:
+    """One operator of the admin API: its name (recorded with every change it makes) and the
+    SHA-256 of its token. The token itself is never configured, so neither the environment
+    nor a settings dump holds a credential."""
+
+    name: str
+    digest: bytes = field(repr=False)
+
+
+#: an operator's name: what the audit log records as the actor
+OPERATOR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+_OPERATOR_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+def operator_tokens(name: str, raw: str) -> tuple[OperatorToken, ...]:
+    """`NAME:sha256:HEX,...`: each operator's name and the SHA-256 of its token, as
+    `memql admin-token NAME` prints them. An entry is never echoed in a refusal: a token
+    pasted here by mistake stays out of messages and logs."""
+    found: list[OperatorToken] = []
+    for number, entry in enumerate((e.strip() for e in raw.split(",")), start=1):
+        if not entry:
+            continue
+        who, _, digest = entry.partition(":")
+        hashed = _OPERATOR_DIGEST.fullmatch(digest.strip().lower())
+        if hashed is None or not OPERATOR_NAME.fullmatch(who.strip()):
+            raise ConfigurationError(
+                f"{name}: entry {number} is not NAME:sha256:HEX (a name of letters, digits and"
+                " ._@-, then the SHA-256 of the token in 64 hex digits); make one with"
+                " `memql admin-token NAME`"
+            )
+        token = OperatorToken(who.strip(), bytes.fromhex(hashed.group(1)))
+        if any(t.name == token.name for t in found):
+            raise ConfigurationError(f"{name}: entry {number} repeats an operator's name")
+        if any(t.digest == token.digest for t in found):
+            raise ConfigurationError(f"{name}: entry {number} repeats another entry's token")
+        found.append(token)
+    if not found:
+        raise ConfigurationError(f"{name} names no operator: leave it unset for none")
+    return tuple(found)
+
+
 # ---- the declarations ------------------------------------------------------------------------
 
 _DECLARED = "memql.setting"
@@ -569,6 +611,15 @@ class Settings:
         "bearer token `/metrics` requires",
         default=None,
         shown="{default}: no token",
+    )
+    admin_tokens: tuple[OperatorToken, ...] = setting(
+        "MEMQL_ADMIN_TOKENS",
+        operator_tokens,
+        "the operators of the admin API (`/admin/graphql`): comma-separated `NAME:sha256:HEX`,"
+        " each an operator's name and the SHA-256 of its token, as `memql admin-token NAME`"
+        " prints them; the tokens themselves are never configured",
+        default=(),
+        shown="{default}: the admin API is off (`/admin/graphql` answers 404)",
     )
     webhooks_allow_private: bool = setting(
         "MEMQL_WEBHOOKS_ALLOW_PRIVATE",
