@@ -1,4 +1,5 @@
-"""memql serve | migrate | projects | keys | webhooks | export | import | reembed.
+"""memql serve | migrate | projects | keys | webhooks | audit | admin-token | export | import |
+reembed.
 
 Each command has one `configure_<command>_parser(subparsers)`: its arguments, its help, and the
 function that runs it (`set_defaults(func=...)`: settings and arguments in, exit status out).
@@ -28,12 +29,14 @@ if TYPE_CHECKING:
     import psycopg
     from tqdm import tqdm
 
+    from memql.service.admin import Actor, Admin
+
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 #: what `set_defaults(func=...)` names: runs one command, returns its exit status
 Command = Callable[[Settings, argparse.Namespace], int]
-#: a command's work on an owner connection, committed when it returns
-OwnerWork = Callable[["psycopg.AsyncConnection[Any]", Settings, argparse.Namespace], Awaitable[int]]
+#: a command's work through tenant administration (`service/admin.py`, as the admin API's)
+AdminWork = Callable[["Admin", Settings, argparse.Namespace], Awaitable[int]]
 
 
 class _Refused(Exception):
@@ -67,6 +70,8 @@ def make_parser() -> argparse.ArgumentParser:
         configure_projects_parser,
         configure_keys_parser,
         configure_webhooks_parser,
+        configure_audit_parser,
+        configure_admin_token_parser,
         configure_export_parser,
         configure_import_parser,
         configure_reembed_parser,
@@ -86,16 +91,6 @@ def _asynchronous(
     @functools.wraps(command)
     def run(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(command(settings, args))
-
-    return run
-
-
-def _as_owner(work: OwnerWork) -> Command:
-    """A command that does `work` on an owner connection (every tenant's rows) and commits."""
-
-    @functools.wraps(work)
-    def run(settings: Settings, args: argparse.Namespace) -> int:
-        return _on_owner_connection(settings, lambda conn: work(conn, settings, args))
 
     return run
 
@@ -124,9 +119,41 @@ async def _project(conn: psycopg.AsyncConnection[Any], name: str) -> Project:
     return project
 
 
-def _named(found: bool, name: str) -> None:
-    if not found:
-        raise NotFound(f"no project named {name!r} (memql projects create NAME)")
+def _as_admin(work: AdminWork) -> Command:
+    """A command that does `work` through tenant administration, as the admin API does."""
+
+    @functools.wraps(work)
+    def run(settings: Settings, args: argparse.Namespace) -> int:
+        return _with_admin(settings, lambda admin: work(admin, settings, args))
+
+    return run
+
+
+def _with_admin(settings: Settings, work: Callable[[Admin], Awaitable[int]]) -> int:
+    """`work` with the tenant administration service on an owner connection: each change it
+    makes is recorded in the audit log as the OS user's, through the command line."""
+    from memql.db import admin as db_admin
+    from memql.service.admin import Admin
+
+    async def administer(conn: psycopg.AsyncConnection[Any]) -> int:
+        admin = Admin(
+            lambda: db_admin.on_connection(conn),
+            allow_private_webhooks=settings.webhooks_allow_private,
+        )
+        try:
+            return await work(admin)
+        except NotFound as exc:
+            if "project" not in exc.extensions:
+                raise
+            raise NotFound(f"{exc.message} (memql projects create NAME)") from None
+
+    return _on_owner_connection(settings, administer)
+
+
+def _actor() -> Actor:
+    from memql.service.admin import Actor
+
+    return Actor.command_line()
 
 
 def _id(text: str, what: str) -> uuid.UUID:
@@ -255,28 +282,25 @@ def configure_projects_parser(subparsers: Subparsers) -> None:
         entitlement = actions.add_parser(action, help=text)
         entitlement.add_argument("name")
         entitlement.set_defaults(func=_set_entitlement)
+    delete = actions.add_parser(
+        "delete", help="delete a project with every memory, event, key and webhook of it"
+    )
+    delete.add_argument("name")
+    delete.add_argument("--yes", action="store_true", help="yes, erase all of it (required)")
+    delete.set_defaults(func=_delete_project)
 
 
-@_as_owner
-async def _create_project(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
-) -> int:
-    from memql.db import tenants
-
-    project = await tenants.create_project(conn, args.name)
-    if project is None:
-        raise BadInput(f"a project named {args.name!r} exists already")
+@_as_admin
+async def _create_project(admin: Admin, settings: Settings, args: argparse.Namespace) -> int:
+    project = (await admin.create_project(_actor(), args.name)).project
     print(f"created project {project.name} ({project.id})")
     return 0
 
 
-@_as_owner
-async def _list_projects(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
-) -> int:
-    from memql.db import tenants
-
-    for p in await tenants.list_projects(conn):
+@_as_admin
+async def _list_projects(admin: Admin, settings: Settings, args: argparse.Namespace) -> int:
+    for managed in await admin.projects():
+        p = managed.project
         state = "entitled" if p.memory_enabled else "not entitled"
         print(f"{p.id}  {p.name}  {state}  created {p.created_at:%Y-%m-%d %H:%M}")
     return 0
@@ -296,29 +320,43 @@ def _configure_jwt(settings: Settings, args: argparse.Namespace) -> int:
             return 1
         config = JwtConfig(args.issuer, args.audience, secret, args.jwks_url)
 
-    async def trust(conn: psycopg.AsyncConnection[Any]) -> int:
-        from memql.db import tenants
-
-        _named(await tenants.set_project_jwt(conn, args.name, config), args.name)
+    async def trust(admin: Admin) -> int:
+        await admin.set_jwt(_actor(), args.name, config)
         print(
             f"project {args.name}: "
             + (f"trusts tokens of {args.issuer}" if config else "trusts no browser tokens")
         )
         return 0
 
-    return _on_owner_connection(settings, trust)
+    return _with_admin(settings, trust)
 
 
-@_as_owner
-async def _set_entitlement(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
-) -> int:
-    from memql.db import tenants
-
-    enabled = args.action == "enable"
-    _named(await tenants.set_project_entitlement(conn, args.name, enabled), args.name)
+@_as_admin
+async def _set_entitlement(admin: Admin, settings: Settings, args: argparse.Namespace) -> int:
+    await admin.set_memory(_actor(), args.name, args.action == "enable")
     print(f"project {args.name}: memory {args.action}d")
     return 0
+
+
+def _delete_project(settings: Settings, args: argparse.Namespace) -> int:
+    if not args.yes:
+        print(
+            f"memql: deleting project {args.name} erases every memory, event, key and webhook"
+            " of it for good: add --yes",
+            file=sys.stderr,
+        )
+        return 1
+
+    async def delete(admin: Admin) -> int:
+        gone = await admin.delete_project(_actor(), args.name)
+        print(
+            f"deleted project {gone.project.name} ({gone.project.id}) with"
+            f" {gone.memory_versions} memory versions, {gone.api_keys} keys and"
+            f" {gone.webhooks} webhooks"
+        )
+        return 0
+
+    return _with_admin(settings, delete)
 
 
 # ---- memql keys -------------------------------------------------------------------------------
@@ -374,49 +412,33 @@ def _create_key(settings: Settings, args: argparse.Namespace) -> int:
     elif args.expires_at is not None:
         expires = credentials.expires_at(args.expires_at, datetime.now(UTC))
 
-    async def create(conn: psycopg.AsyncConnection[Any]) -> int:
-        from memql.db import tenants
-
-        project = await _project(conn, args.project)
-        key = credentials.generate_key()
-        record = await tenants.insert_api_key(
-            conn,
-            project.id,
-            credentials.display_prefix(key),
-            credentials.hash_key(key),
-            consumer,
-            name=name,
-            expires=expires,
+    async def create(admin: Admin) -> int:
+        record, key = await admin.create_key(
+            _actor(), args.project, consumer, name=name, expires=expires
         )
         named = f" {record.name!r}" if record.name else ""
         expiring = f", expiring {_instant(record.expires_at)}" if record.expires_at else ""
         print(
-            f"created {consumer.value} key {record.id}{named} for project {project.name}"
+            f"created {consumer.value} key {record.id}{named} for project {record.project_name}"
             f"{expiring}; it is shown only once:"
         )
         print(key)
         return 0
 
-    return _on_owner_connection(settings, create)
+    return _with_admin(settings, create)
 
 
-@_as_owner
-async def _list_keys(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
-) -> int:
+@_as_admin
+async def _list_keys(admin: Admin, settings: Settings, args: argparse.Namespace) -> int:
     """One line per key, its id first: project, prefix, name, consumer, created, last used,
     expiry, and its state (active, expired, or revoked and when)."""
-    from memql.db import tenants
+    from memql.service.admin import KeyState, key_state
 
-    project_id = (await _project(conn, args.project)).id if args.project else None
     now = datetime.now(UTC)
-    for k in await tenants.list_api_keys(conn, project_id):
-        if k.revoked_at is not None:
+    for k in await admin.keys(args.project):
+        state = key_state(k, now).value
+        if state == KeyState.REVOKED:
             state = f"revoked {_instant(k.revoked_at)}"
-        elif k.expires_at is not None and k.expires_at <= now:
-            state = "expired"
-        else:
-            state = "active"
         print(
             f"{k.id}  {k.project_name}  {k.prefix}…  {repr(k.name) if k.name else 'unnamed'}"
             f"  {k.consumer.value}  created {_instant(k.created_at)}"
@@ -429,16 +451,12 @@ async def _list_keys(
 def _revoke_key(settings: Settings, args: argparse.Namespace) -> int:
     key_id = _id(args.id, "key")
 
-    async def revoke(conn: psycopg.AsyncConnection[Any]) -> int:
-        from memql.db import tenants
-
-        if not await tenants.revoke_api_key(conn, key_id):
-            print(f"memql: no active key {key_id}", file=sys.stderr)
-            return 1
+    async def revoke(admin: Admin) -> int:
+        await admin.revoke_key(_actor(), key_id)
         print(f"revoked key {key_id}")
         return 0
 
-    return _on_owner_connection(settings, revoke)
+    return _with_admin(settings, revoke)
 
 
 # ---- memql webhooks ---------------------------------------------------------------------------
@@ -476,24 +494,12 @@ def _webhook_line(w: Webhook) -> str:
     return f"{w.id}  {w.project_name}  {w.url}  {events}  created {_when(w.created_at)}"
 
 
-@_as_owner
-async def _add_webhook(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
-) -> int:
-    from memql.service import webhooks as registry
-
-    project = await _project(conn, args.project)
+@_as_admin
+async def _add_webhook(admin: Admin, settings: Settings, args: argparse.Namespace) -> int:
     events = args.events.split(",") if args.events is not None else None
-    webhook, secret = await registry.register(
-        conn,
-        project.id,
-        args.url,
-        events,
-        created_by="operator",
-        allow_private=settings.webhooks_allow_private,
-    )
+    webhook, secret = await admin.add_webhook(_actor(), args.project, args.url, events)
     print(
-        f"created webhook {webhook.id} for project {project.name}: {webhook.url}"
+        f"created webhook {webhook.id} for project {webhook.project_name}: {webhook.url}"
         f" ({', '.join(webhook.event_types) if webhook.event_types else 'all events'});"
         " its signing secret is shown only once:"
     )
@@ -501,16 +507,11 @@ async def _add_webhook(
     return 0
 
 
-@_as_owner
-async def _list_webhooks(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, args: argparse.Namespace
-) -> int:
+@_as_admin
+async def _list_webhooks(admin: Admin, settings: Settings, args: argparse.Namespace) -> int:
     """`list`, or with `status` each endpoint's delivery state too."""
-    from memql.db import webhooks as db_webhooks
-
-    project_id = (await _project(conn, args.project)).id if args.project else None
     status = args.action == "status"
-    found = await db_webhooks.list_webhooks(conn, project_id, pending=status)
+    found = await admin.webhooks(args.project, pending=status)
     if not found:
         print("no webhooks" + (f" in project {args.project}" if args.project else ""))
     for w in found:
@@ -529,16 +530,85 @@ async def _list_webhooks(
 def _remove_webhook(settings: Settings, args: argparse.Namespace) -> int:
     webhook_id = _id(args.id, "webhook")
 
-    async def remove(conn: psycopg.AsyncConnection[Any]) -> int:
-        from memql.db import webhooks as db_webhooks
-
-        if not await db_webhooks.delete_webhook(conn, webhook_id):
-            print(f"memql: no webhook {webhook_id}", file=sys.stderr)
-            return 1
+    async def remove(admin: Admin) -> int:
+        await admin.remove_webhook(_actor(), webhook_id)
         print(f"removed webhook {webhook_id}")
         return 0
 
-    return _on_owner_connection(settings, remove)
+    return _with_admin(settings, remove)
+
+
+# ---- memql audit, memql admin-token -----------------------------------------------------------
+
+
+def configure_audit_parser(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "audit",
+        help="changes to projects, keys and webhooks, newest first: when, who and through what"
+        " (the command line or the admin API), what",
+    )
+    parser.add_argument("--project", help="only the project of this name (now or once)")
+    parser.add_argument(
+        "--limit", type=int, default=50, help="entries to show, 1 to 1000 (default 50)"
+    )
+    parser.set_defaults(func=_audit)
+
+
+def _audit(settings: Settings, args: argparse.Namespace) -> int:
+    """One line per change, newest first: its id, when, who (through what), what, the project,
+    the key or webhook, and what was set."""
+    import json
+
+    from memql.service.admin import AUDIT_MAX
+
+    if not 1 <= args.limit <= AUDIT_MAX:
+        print(f"memql: --limit must be between 1 and {AUDIT_MAX}", file=sys.stderr)
+        return 2
+
+    async def show(admin: Admin) -> int:
+        for e in await admin.audit(args.project, limit=args.limit):
+            detail = json.dumps(e.detail, sort_keys=True, separators=(",", ":"))
+            print(
+                f"{e.id}  {_instant(e.at)}  {e.actor} ({e.via})  {e.action}"
+                f"  {e.project_name or '-'}  {e.target_id or '-'}  {detail}"
+            )
+        return 0
+
+    return _with_admin(settings, show)
+
+
+def configure_admin_token_parser(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "admin-token",
+        help="make an operator token for the admin API: its MEMQL_ADMIN_TOKENS entry, then the"
+        " token alone on the last line",
+    )
+    parser.add_argument(
+        "name",
+        help="the operator's name, recorded with each change it makes (letters, digits and"
+        " ._@-, up to 64)",
+    )
+    parser.set_defaults(func=_admin_token)
+
+
+def _admin_token(settings: Settings, args: argparse.Namespace) -> int:
+    """A new token, shown once; the server keeps only its SHA-256 (the entry printed)."""
+    from memql.access import operators
+
+    if not operators.valid_name(args.name):
+        print(
+            f"memql: {args.name!r} is not an operator's name: letters, digits and ._@-, up to"
+            " 64, starting with a letter or a digit",
+            file=sys.stderr,
+        )
+        return 2
+    token = operators.new_token()
+    print(
+        f"operator token for {args.name}: add {operators.setting_entry(args.name, token)} to"
+        f" MEMQL_ADMIN_TOKENS (comma-separated) and restart; the token is shown only once:"
+    )
+    print(token)
+    return 0
 
 
 # ---- memql export, memql import ---------------------------------------------------------------

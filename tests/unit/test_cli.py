@@ -15,7 +15,18 @@ import pytest
 from memql import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ["serve", "migrate", "projects", "keys", "webhooks", "export", "import", "reembed"]
+COMMANDS = [
+    "serve",
+    "migrate",
+    "projects",
+    "keys",
+    "webhooks",
+    "audit",
+    "admin-token",
+    "export",
+    "import",
+    "reembed",
+]
 # a server that is never there: a command that reached the database would fail on it (status 2)
 NO_DATABASE = "postgresql://nobody@127.0.0.1:1/memql"
 
@@ -45,6 +56,8 @@ PARSED = [
     ("projects jwt acme --off", {"off": True, "issuer": None}, cli._configure_jwt),
     ("projects enable acme", {"action": "enable", "name": "acme"}, cli._set_entitlement),
     ("projects disable acme", {"action": "disable", "name": "acme"}, cli._set_entitlement),
+    ("projects delete acme", {"name": "acme", "yes": False}, cli._delete_project),
+    ("projects delete acme --yes", {"yes": True}, cli._delete_project),
     (
         "keys create --project acme",
         {"project": "acme", "consumer": "agent", "name": None, "expires_in": None},
@@ -78,6 +91,9 @@ PARSED = [
     ("webhooks list --project acme", {"project": "acme"}, cli._list_webhooks),
     ("webhooks remove 0b9f", {"id": "0b9f"}, cli._remove_webhook),
     ("webhooks status --project acme", {"action": "status", "project": "acme"}, cli._list_webhooks),
+    ("audit", {"project": None, "limit": 50}, cli._audit),
+    ("audit --project acme --limit 10", {"project": "acme", "limit": 10}, cli._audit),
+    ("admin-token alice", {"name": "alice"}, cli._admin_token),
     (
         "export --project acme",
         {"project": "acme", "output": None, "vectors": False, "no_progress": False},
@@ -139,7 +155,7 @@ def test_every_command_is_listed_in_order_and_every_leaf_runs_a_function():
     top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert list(top.choices) == COMMANDS
     leaves = [(path, p) for path, p in parsers(parser) if not p._subparsers]
-    assert len(leaves) == 17
+    assert len(leaves) == 20
     for path, leaf in leaves:
         assert callable(leaf.get_default("func")), " ".join(path)
 
@@ -188,6 +204,9 @@ def test_the_documented_options_are_the_parsers_options():
         "export",
         "import --project acme",
         "reembed --batch-size many",
+        "audit --limit many",
+        "admin-token",
+        "projects delete",
         "serve --port 9000",
     ],
 )
@@ -224,6 +243,20 @@ def no_database(monkeypatch, tmp_path):
             "memql: give --issuer, --audience and --hs256-secret or --jwks-url (or --off)",
         ),
         ("reembed --batch-size 0", 2, "memql: --batch-size must be at least 1"),
+        ("audit --limit 0", 2, "memql: --limit must be between 1 and 1000"),
+        ("audit --limit 1001", 2, "memql: --limit must be between 1 and 1000"),
+        (
+            "projects delete acme",
+            1,
+            "memql: deleting project acme erases every memory, event, key and webhook of it for"
+            " good: add --yes",
+        ),
+        (
+            "admin-token al/ice",
+            2,
+            "memql: 'al/ice' is not an operator's name: letters, digits and ._@-, up to 64,"
+            " starting with a letter or a digit",
+        ),
         (
             "keys create --project acme --expires-in 30x",
             2,
