@@ -17,6 +17,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from memql import metrics
 from memql.embeddings import Embedder
+from memql.graphql.admin.endpoint import ADMIN_PATH, AdminEndpoint
 from memql.graphql.asgi import GraphQLApp
 from memql.graphql.schema import build_schema
 from memql.http import errors as http_errors
@@ -140,6 +141,9 @@ def create_app(
     ]
     if settings.metrics_port is None:
         routes.append(Route("/metrics", metrics_endpoint(settings.metrics_token)))
+    if settings.admin_tokens:
+        # off unless an operator is configured: the path is then unknown, a plain 404
+        routes.append(Route(ADMIN_PATH, AdminEndpoint(settings), methods=["POST"]))
     return Starlette(
         routes=routes,
         lifespan=lifespan,
