@@ -566,7 +566,7 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
         return 2
 
     async def show(admin: Admin) -> int:
-        for e in await admin.audit(args.project, limit=args.limit):
+        for e in await admin.audit(args.project, first=args.limit):
             detail = json.dumps(e.detail, sort_keys=True, separators=(",", ":"))
             print(
                 f"{e.id}  {_instant(e.at)}  {e.actor} ({e.via})  {e.action}"

@@ -383,11 +383,11 @@ class Admin:
     # ---- the audit log
 
     async def audit(
-        self, project: str | None = None, *, limit: int | None = None, before: int | None = None
+        self, project: str | None = None, *, first: int | None = None, before: int | None = None
     ) -> list[AuditEntry]:
         """The newest entries (of the project once or now named `project`, before the entry
-        `before`), newest first: at most `limit`, 50 by default and 1000 at most."""
-        limit = bounded(limit, AUDIT_DEFAULT, AUDIT_MAX, field="limit")
+        `before`), newest first: the `first` of them, 50 by default and 1000 at most."""
+        limit = bounded(first, AUDIT_DEFAULT, AUDIT_MAX, field="first")
         if before is not None and not 0 < before < 2**63:
             raise BadInput("`before` is the id of an entry", argument="before")
         if project is not None:

@@ -101,7 +101,7 @@ class Query:
             if not str(before).isdigit() or len(str(before)) > 19:
                 raise BadInput("`before` is the id of an entry", argument="before")
             older = int(str(before))
-        found = await _admin(info).audit(project, limit=first, before=older)
+        found = await _admin(info).audit(project, first=first, before=older)
         return [AuditEntry.from_domain(e) for e in found]
 
 
