@@ -26,6 +26,7 @@ from memql.settings import OperatorToken, Settings
 from memql.testing import GraphQLClient, make_tenant, serving
 from memql.testing.webhooks import webhook_receiver
 from tests.operations import LIST, SAVE
+from tests.proxy import Proxy
 
 ALICE = new_token()
 DEPLOY = new_token()
@@ -729,3 +730,27 @@ async def test_the_admin_api_and_the_memory_api_see_the_same_projects(http, data
     user = GraphQLClient(http, tenant.key, "alice")
     await user.ok(SAVE, {"input": {"content": "Alice keeps one memory.", "kind": "TOPICAL"}})
     assert len((await user.ok(LIST))["memories"]["edges"]) == 1
+
+
+async def test_while_the_database_is_away_the_admin_api_answers_a_prompt_503(
+    database_url, embedder
+):
+    proxy = Proxy(database_url)
+    url = await proxy.start()
+    settings = admin_settings(url, pool_min_size=1, pool_max_size=2, pool_timeout_seconds=1.0)
+    try:
+        async with (
+            serving(settings, embedder) as server,
+            httpx.AsyncClient(base_url=server, timeout=60) as http,
+        ):
+            assert isinstance((await ok(http, PROJECTS))["projects"], list)
+            await proxy.stop()
+            for query, variables in ((PROJECTS, None), (CREATE_PROJECT, {"name": fresh_name()})):
+                started = time.monotonic()
+                response = await post(http, query, variables)
+                assert response.status_code == 503, response.text
+                codes = [e["extensions"]["code"] for e in response.json()["errors"]]
+                assert codes == ["SERVICE_UNAVAILABLE"]
+                assert time.monotonic() - started < 9
+    finally:
+        await proxy.stop()
