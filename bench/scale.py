@@ -57,7 +57,9 @@ from memql.db import tenants
 from memql.db.migrate import migrate
 from memql.db.session import bind_principal
 from memql.embeddings.local import DEFAULT_MODEL
-from memql.model import Access, Consumer, Grant, MemoryFilter, Order, Principal, Scope
+from memql.model import Access, Consumer, Grant, Order, Principal, Scope
+from memql.requests import Criteria, MemoryFilter
+from memql.rules.pagination import Window
 from memql.runtime import open_database
 from memql.service import DEFAULT_WEIGHTS
 from memql.settings import Limits, Settings
@@ -299,6 +301,10 @@ RECALL_CASES: dict[str, tuple[list[Scope], list[str] | None]] = {
 }
 
 
+def criteria(scopes: list[Scope], categories: list[str] | None) -> Criteria:
+    return Criteria(tuple(scopes), MemoryFilter(categories=categories and tuple(categories)))
+
+
 async def scale_principal(conn: psycopg.AsyncConnection[Any], user: str) -> Principal:
     """`user` of the scale project, as an agent key acts for it."""
     cur = await conn.execute("select id from projects where name = %s", (PROJECT,))
@@ -347,20 +353,19 @@ async def explain(url: str, model: str) -> None:
                 title,
                 lambda scopes=scopes, categories=categories: db_recall.recall(
                     conn, principal, query=sentence(rng, words), embedding=vector, model=model,
-                    scopes=scopes, kinds=None, categories=categories, weights=DEFAULT_WEIGHTS,
-                    limit=5,
+                    criteria=criteria(scopes, categories), weights=DEFAULT_WEIGHTS, limit=5,
                 ),
                 db_recall.RECALL_SETTINGS,
             )  # fmt: skip
         await show(
             "memories(first: 50)",
             lambda: db_memories.list_page(
-                conn, principal, MemoryFilter(scopes=tuple(both)), Order(), limit=50
+                conn, principal, Criteria(tuple(both)), Window(Order(), 50)
             ),
         )
         await show(
             "memoryContext (the rows, then the live count)",
-            lambda: db_memories.context_memories(conn, principal, both, 500),
+            lambda: db_memories.context_memories(conn, principal, Criteria(tuple(both)), 500),
         )
         for scope in (Scope.USER, Scope.PROJECT):
             await show(
@@ -389,14 +394,14 @@ async def time_statements(url: str, model: str, runs: int) -> None:
         async def recall(who: Principal, scopes: list[Scope], categories: Any) -> None:
             ranked = await db_recall.recall(
                 conn, who, query=sentence(rng, words, 3), embedding=vectors.batch(1)[0],
-                model=model, scopes=scopes, kinds=None, categories=categories,
-                weights=DEFAULT_WEIGHTS, limit=5,
+                model=model, criteria=criteria(scopes, categories), weights=DEFAULT_WEIGHTS,
+                limit=5,
             )  # fmt: skip
             await ranked.hits()
 
         async def context(who: Principal) -> None:
-            both = [Scope.USER, Scope.PROJECT]
-            await db_memories.context_memories(conn, who, both, CONTEXT_CANDIDATES)
+            both = (Scope.USER, Scope.PROJECT)
+            await db_memories.context_memories(conn, who, Criteria(both), CONTEXT_CANDIDATES)
 
         # what each timed read binds with, and the read
         reads: dict[str, tuple[Any, Any]] = {

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memql import metrics
-from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal, Scope
+from memql.model import Access, Consumer, Grant, Kind, Principal, Scope
+from memql.requests import MemoryDraft, MemoryFilter, RecallQuery
 from memql.runtime import Memql, open_database, open_memql
 from memql.settings import Settings
 from memql.testing import HashEmbedder, Tenant, make_tenant
@@ -114,14 +115,16 @@ async def workload(memql: Memql, tenants: list[Tenant], args: Any, result: Round
         while time.monotonic() < stop:
             tenant = rng.choice(tenants)
             started = time.perf_counter()
-            await service.recall(principal(tenant, f"reader-{i}"), sentence(rng, 4), scope=None)
+            await service.recall(principal(tenant, f"reader-{i}"), RecallQuery(sentence(rng, 4)))
             result.recall.append(time.perf_counter() - started)
             result.ops += 1
 
     async def lister(i: int) -> None:
         while time.monotonic() < stop:
             tenant = rng.choice(tenants)
-            await service.list_memories(principal(tenant, f"lister-{i}"), scope=Scope.PROJECT)
+            await service.list_memories(
+                principal(tenant, f"lister-{i}"), MemoryFilter(scope=Scope.PROJECT)
+            )
             result.ops += 1
 
     async def saver(i: int) -> None:
@@ -132,9 +135,9 @@ async def workload(memql: Memql, tenants: list[Tenant], args: Any, result: Round
             n += 1
             text = f"{sentence(rng)} marker{i}x{n}x{uuid.uuid4().hex[:8]}"
             started = time.perf_counter()
-            await service.save(me, NewMemory(text, Kind.EPISODIC, scope=Scope.PROJECT))
+            await service.save(me, MemoryDraft(text, Kind.EPISODIC, scope=Scope.PROJECT))
             result.save.append(time.perf_counter() - started)
-            page = await service.list_memories(me, scope=Scope.PROJECT, contains=text)
+            page = await service.list_memories(me, MemoryFilter(scope=Scope.PROJECT, contains=text))
             if not any(m.content == text for m in page.memories):
                 result.violations += 1
             result.ops += 2
@@ -222,7 +225,7 @@ async def main(args: Any) -> None:
                         await memql.service.save_many(
                             seeder,
                             [
-                                NewMemory(
+                                MemoryDraft(
                                     f"{sentence(rng)} seed {start + k}",
                                     Kind.TOPICAL,
                                     scope=Scope.PROJECT,

@@ -34,9 +34,9 @@ query Recall($query: String!, $limit: Int, $scope: MemoryScope, $kinds: [MemoryK
 """
 
 LIST = f"""
-query List($scope: MemoryScope, $kind: MemoryKind, $category: String, $pinned: Boolean,
+query List($scope: MemoryScope, $kinds: [MemoryKind!], $categories: [String!], $pinned: Boolean,
            $contains: String, $includeInvalidated: Boolean, $first: Int, $after: String) {{
-  memories(scope: $scope, kind: $kind, category: $category, pinned: $pinned,
+  memories(scope: $scope, kinds: $kinds, categories: $categories, pinned: $pinned,
            contains: $contains, includeInvalidated: $includeInvalidated, first: $first,
            after: $after) {{
     edges {{ cursor node {{ {MEMORY_FIELDS} }} }}

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from memql.embeddings.local import LocalEmbedder
-from memql.model import Kind, NewMemory
+from memql.model import Kind
+from memql.requests import MemoryDraft, NewMemory
 from memql.rules import dedup, saving
 from memql.settings import Settings
 
@@ -52,7 +53,10 @@ class Pair:
         return saving.reports(*self.memories(), self.similarity, bar)
 
     def memories(self) -> tuple[NewMemory, NewMemory]:
-        return NewMemory(self.a, Kind(self.kind_a)), NewMemory(self.b, Kind(self.kind_b))
+        return (
+            NewMemory(MemoryDraft(self.a, Kind(self.kind_a))),
+            NewMemory(MemoryDraft(self.b, Kind(self.kind_b))),
+        )
 
 
 def read_pairs() -> list[tuple[str, str, str, str, str]]:

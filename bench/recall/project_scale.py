@@ -30,6 +30,7 @@ from memql.db import recall as db_recall
 from memql.db import tenants
 from memql.db.pool import owner_connection
 from memql.model import Access, Consumer, Grant, Principal, Scope, Weights
+from memql.requests import Criteria, MemoryFilter
 from memql.runtime import open_database
 from memql.settings import Settings
 
@@ -90,9 +91,9 @@ async def ask(
             query="zzqx",  # no full-text match: the vector route alone
             embedding=query,
             model="synthetic",
-            scopes=[Scope.PROJECT],
-            kinds=None,
-            categories=categories,
+            criteria=Criteria(
+                (Scope.PROJECT,), MemoryFilter(categories=categories and tuple(categories))
+            ),
             weights=VECTOR_ONLY,
             limit=5,
         )

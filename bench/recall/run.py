@@ -36,6 +36,7 @@ import httpx
 from memql.db.pool import owner_connection
 from memql.embeddings import Embedder
 from memql.model import Access, Consumer, Grant, Principal, Scope, Signals, Weights
+from memql.requests import Criteria
 from memql.runtime import open_database, open_embedder, open_memql
 from memql.service import DEFAULT_WEIGHTS
 from memql.settings import Settings
@@ -244,7 +245,7 @@ async def candidate_pools(
             principal = Principal(
                 tenant.project_id, tenant.project_name, q.user, Consumer.AGENT, grant
             )
-            hits = await memql.service._recall(principal, q.text, 10_000, (Scope.USER,))
+            hits = await memql.service._recall(principal, q.text, 10_000, Criteria((Scope.USER,)))
             pools.append([(str(h.memory.id), h.signals) for h in hits])
         return pools
 

@@ -24,8 +24,8 @@ class MemqlError(Exception):
         self.extensions = extensions
 
 
-# a domain name of a field or argument as messages quote it: `source_thread_ids`
-_QUOTED_NAME = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
+# a domain name of a field or argument as messages quote it: `source_thread_ids`, `text`
+_QUOTED_NAME = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)*)`")
 
 
 def renamed_for(error: MemqlError, rename: Callable[[str], str]) -> tuple[str, dict[str, Any]]:

@@ -6,9 +6,12 @@ import enum
 import typing
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memql.requests import Criteria
 
 
 class Kind(enum.Enum):
@@ -199,23 +202,6 @@ class Memory:
 
 
 @dataclass(frozen=True)
-class NewMemory:
-    """A validated save request (content trimmed, limits checked)."""
-
-    content: str
-    kind: Kind
-    # None: the user scope for a save, the superseded memory's scope for a supersede
-    scope: Scope | None = None
-    key: str | None = None
-    category: str | None = None  # None: `general`
-    pinned: bool = False
-    source_thread_ids: tuple[str, ...] = ()
-    source: dict[str, Any] | None = None
-    expires_at: datetime | None = None
-    occurred_at: datetime | None = None
-
-
-@dataclass(frozen=True)
 class NearDuplicate:
     memory: Memory
     similarity: float
@@ -267,30 +253,6 @@ class Order:
 
 
 @dataclass(frozen=True)
-class TimeRange:
-    """Instants in [after, before); an end left None is open."""
-
-    after: datetime | None = None
-    before: datetime | None = None
-
-
-@dataclass(frozen=True)
-class MemoryFilter:
-    scopes: tuple[Scope, ...]
-    kind: Kind | None = None
-    category: str | None = None
-    pinned: bool | None = None
-    contains: str | None = None
-    include_invalidated: bool = False
-    created: TimeRange = TimeRange()
-    updated: TimeRange = TimeRange()
-    # a memory without an event time is outside every `occurred` range that has an end
-    occurred: TimeRange = TimeRange()
-    # memories whose `source` contains this object (JSON containment)
-    source: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
 class Page:
     """One page of a list, in the list's order, with a cursor per memory."""
 
@@ -301,7 +263,7 @@ class Page:
     has_previous_page: bool = False
     start_cursor: str | None = None
     # the filter the page was read with, to count every memory it admits
-    filter: MemoryFilter | None = None
+    criteria: Criteria | None = None
 
 
 @dataclass(frozen=True)
@@ -435,5 +397,3 @@ def unwrap_optional(hint: Any) -> tuple[Any, bool]:
 MEMORY_FIELDS: dict[str, tuple[Any, bool]] = {
     name: unwrap_optional(hint) for name, hint in typing.get_type_hints(Memory).items()
 }
-# the fields a save gives, as a memory keeps them (every field of NewMemory is one of Memory's)
-NEW_MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(NewMemory))

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NewType, TypeVar
 
 from memql.errors import BadInput
 from memql.model import Kind, Order, Scope, unwrap_optional
@@ -149,6 +149,13 @@ class MemoryDraft:
     )
 
 
+# a draft once checked (content trimmed, category given, limits kept): only
+# `validation.new_memory` makes one, and only it is written (`db.memories.insert_memory`)
+NewMemory = NewType("NewMemory", MemoryDraft)
+# the fields a save gives, as a memory keeps them (every field of a draft is one of Memory's)
+NEW_MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(MemoryDraft))
+
+
 @dataclass(frozen=True)
 class MemoryFilter:
     """Which memories a read admits; a field left out admits every memory. Time ranges include
@@ -178,6 +185,7 @@ class MemoryFilter:
             agents="Also list forgotten, superseded and expired versions.",
         ),
     )
+    # a memory without an event time is outside every `occurred` range that has an end
     occurred_after: datetime | None = field(
         default=None,
         metadata=api("Only memories whose event happened at or after this (ISO 8601)."),
@@ -408,6 +416,12 @@ def arguments(*records: Part) -> tuple[Arg, ...]:
     if len(names) != len(set(names)):
         raise TypeError(f"an operation's arguments share a name: {names}")
     return tuple(found)
+
+
+def api_of(record: type, name: str) -> Api:
+    """What the transports say of the field `name` of `record`."""
+    [meta] = [f.metadata[_API] for f in dataclasses.fields(record) if f.name == name]
+    return meta
 
 
 def refused(record: type) -> dict[str, frozenset[str]]:

@@ -28,7 +28,7 @@ async def test_the_async_client_pages_through_lists_and_retires_restores_and_era
 
         page = await m.memories(first=2)
         assert len(page.memories) == 2 and page.has_next_page and page.end_cursor
-        every = [memory async for memory in m.iter_memories(first=2, kind="episodic")]
+        every = [memory async for memory in m.iter_memories(first=2, kinds=["episodic"])]
         assert {x.id for x in every} == {r.memory.id for r in results}
 
         retired = await m.retire(results[0].memory.id)

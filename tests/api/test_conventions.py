@@ -12,10 +12,10 @@ from tests.operations import SAVE
 PAGE = """
 query Page($first: Int, $after: String, $last: Int, $before: String, $orderBy: MemoryOrder,
            $source: JSON, $createdAfter: DateTime, $createdBefore: DateTime,
-           $updatedAfter: DateTime, $kind: MemoryKind) {
+           $updatedAfter: DateTime, $kinds: [MemoryKind!]) {
   memories(first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy,
            source: $source, createdAfter: $createdAfter, createdBefore: $createdBefore,
-           updatedAfter: $updatedAfter, kind: $kind) {
+           updatedAfter: $updatedAfter, kinds: $kinds) {
     totalCount
     edges { cursor node { id content createdAt updatedAt } }
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
@@ -197,7 +197,7 @@ async def test_total_count_follows_the_filters_not_the_page(alice):
     await alice.ok(SAVE, {"input": {"content": "Visited Lisbon in May.", "kind": "EPISODIC"}})
     _, _, total = page_of(await alice.ok(PAGE, {"first": 1}))
     assert total == 6
-    _, _, total = page_of(await alice.ok(PAGE, {"first": 1, "kind": "EPISODIC"}))
+    _, _, total = page_of(await alice.ok(PAGE, {"first": 1, "kinds": ["EPISODIC"]}))
     assert total == 1
 
 

@@ -88,7 +88,7 @@ GRAPHQL_CASES = [
         SAVE_MANY, {"inputs": [OK, {**OK, "content": f"B{NUL}"}]}, "content", id="nul batch item"
     ),
     pytest.param(LIST, {"contains": f"te{NUL}a"}, "contains", id="nul contains"),
-    pytest.param(LIST, {"category": f"fo{NUL}od"}, "category", id="nul list category"),
+    pytest.param(LIST, {"categories": [f"fo{NUL}od"]}, "categories", id="nul list category"),
     pytest.param(LIST, {"contains": f"te{LONE}a"}, "contains", id="surrogate contains"),
     pytest.param(LIST, {"after": f"x{NUL}"}, "after", id="nul after"),
     pytest.param(RECALL, {"query": f"what{NUL} drinks"}, "query", id="nul recall"),
@@ -391,7 +391,7 @@ MCP_CASES = [
         "source_thread_ids",
     ),
     pytest.param("list_memories", {"contains": f"te{NUL}a"}, "contains"),
-    pytest.param("list_memories", {"category": f"fo{NUL}od"}, "category"),
+    pytest.param("list_memories", {"categories": [f"fo{NUL}od"]}, "categories"),
     pytest.param("recall_memory", {"query": f"tea{NUL}"}, "query"),
     pytest.param("recall_memory", {"query": "tea", "categories": [f"x{NUL}"]}, "categories"),
     pytest.param("forget_memory", {"key": f"k{NUL}"}, "key"),

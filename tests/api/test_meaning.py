@@ -131,7 +131,7 @@ async def test_recall_list_supersede_and_forget(server, tenant):
         assert [m["content"] for m in recalled["memories"]] == ["Allergic to shellfish."]
         assert 0 < recalled["memories"][0]["score"] <= 1
 
-        listed = await call(session, "list_memories", kind="operational")
+        listed = await call(session, "list_memories", kinds=["operational"])
         assert [m["content"] for m in listed["memories"]] == ["Always cite sources."]
         page = await call(session, "list_memories", first=2)
         assert len(page["memories"]) == 2 and page["next_cursor"]

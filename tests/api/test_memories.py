@@ -150,7 +150,7 @@ async def test_list_filters_and_pages_newest_first(alice):
         await save(alice, f"Project note number {i} about the zephyr rollout.", category="notes")
     await save(alice, "Pinned rule: always cite sources.", "OPERATIONAL", pinned=True)
 
-    page1 = await alice.ok(LIST, {"first": 2, "category": "notes"})
+    page1 = await alice.ok(LIST, {"first": 2, "categories": ["notes"]})
     assert contents(page1) == [
         "Project note number 4 about the zephyr rollout.",
         "Project note number 3 about the zephyr rollout.",
@@ -159,17 +159,77 @@ async def test_list_filters_and_pages_newest_first(alice):
     seen = contents(page1)
     after = page1["memories"]["pageInfo"]["endCursor"]
     while after:
-        page = await alice.ok(LIST, {"first": 2, "category": "notes", "after": after})
+        page = await alice.ok(LIST, {"first": 2, "categories": ["notes"], "after": after})
         seen += contents(page)
         info = page["memories"]["pageInfo"]
         after = info["endCursor"] if info["hasNextPage"] else None
     assert seen == [f"Project note number {i} about the zephyr rollout." for i in range(4, -1, -1)]
 
     assert contents(await alice.ok(LIST, {"pinned": True})) == ["Pinned rule: always cite sources."]
-    assert contents(await alice.ok(LIST, {"kind": "OPERATIONAL"})) == [
+    assert contents(await alice.ok(LIST, {"kinds": ["OPERATIONAL"]})) == [
         "Pinned rule: always cite sources."
     ]
     assert len(contents(await alice.ok(LIST, {"contains": "ZEPHYR"}))) == 5
+
+
+FORMER = """query Former($kind: MemoryKind, $category: String) {
+  memories(kind: $kind, category: $category) { edges { node { content } } }
+}"""
+
+
+async def test_the_former_names_kind_and_category_still_filter_a_list_for_one_release(alice):
+    await save(alice, "Always cite sources.", "OPERATIONAL", category="rules")
+    await save(alice, "Ran the Berlin half marathon.", "EPISODIC", category="sport")
+    await save(alice, "Prefers tea.", "TOPICAL", category="sport")
+
+    assert contents(await alice.ok(FORMER, {"kind": "OPERATIONAL"})) == ["Always cite sources."]
+    assert contents(await alice.ok(FORMER, {"kind": "EPISODIC", "category": "sport"})) == [
+        "Ran the Berlin half marathon."
+    ]
+    # one name or the other: both at once is refused, naming the former one
+    body = await alice.raw("{ memories(kind: TOPICAL, kinds: [EPISODIC]) { edges { cursor } } }")
+    assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "argument": "kind"}
+    assert body["data"] is None
+
+
+RECALL_FILTERED = """query($q: String!, $pinned: Boolean, $contains: String,
+    $categories: [String!]) {
+  recall(query: $q, pinned: $pinned, contains: $contains, categories: $categories) {
+    memory { content }
+  }
+}"""
+CONTEXT_FILTERED = """query($kinds: [MemoryKind!]) {
+  memoryContext(kinds: $kinds) { text count omitted }
+}"""
+
+
+async def test_recall_and_the_context_block_take_the_filter_of_lists(alice):
+    await save(alice, "Tea rule: steep green tea for two minutes.", "OPERATIONAL", pinned=True)
+    await save(alice, "Tea fact: prefers black tea with milk.", "TOPICAL", category="drinks")
+    await save(alice, "Tea event: bought a tea pot in Kyoto.", "EPISODIC", category="drinks")
+
+    def recalled(data: dict) -> set[str]:
+        return {h["memory"]["content"] for h in data["recall"]}
+
+    pinned = await alice.ok(RECALL_FILTERED, {"q": "tea", "pinned": True})
+    assert recalled(pinned) == {"Tea rule: steep green tea for two minutes."}
+    drinks = await alice.ok(RECALL_FILTERED, {"q": "tea", "categories": ["drinks"]})
+    assert recalled(drinks) == {
+        "Tea fact: prefers black tea with milk.",
+        "Tea event: bought a tea pot in Kyoto.",
+    }
+    kyoto = await alice.ok(RECALL_FILTERED, {"q": "tea", "contains": "KYOTO"})
+    assert recalled(kyoto) == {"Tea event: bought a tea pot in Kyoto."}
+
+    block = (await alice.ok(CONTEXT_FILTERED, {"kinds": ["TOPICAL"]}))["memoryContext"]
+    assert block["count"] == 1 and block["omitted"] == 0
+    assert "prefers black tea" in block["text"] and "Kyoto" not in block["text"]
+
+
+async def test_recall_refuses_to_include_invalidated_versions(alice):
+    # recall reads live memories only: the list's flag is not one of its arguments
+    body = await alice.raw('{ recall(query: "tea", includeInvalidated: true) { score } }')
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
 
 
 async def test_project_scope_is_shared_between_users_and_user_scope_is_not(alice, bob):

@@ -15,6 +15,7 @@ from memql.db import recall as db_recall
 from memql.db.session import bind_principal
 from memql.embeddings.local import LocalEmbedder
 from memql.model import Access, Consumer, Grant, Principal, Scope
+from memql.requests import Criteria
 from memql.service import DEFAULT_WEIGHTS
 from memql.testing import GraphQLClient, Tenant
 from tests.operations import RECALL, SAVE_MANY
@@ -55,8 +56,7 @@ async def _candidates(
             await conn.execute("set local role memql_app")
             ranked = await db_recall.recall(
                 conn, principal, query=query, embedding=vector, model=embedder.model,
-                scopes=[Scope.PROJECT], kinds=None, categories=None, weights=DEFAULT_WEIGHTS,
-                limit=100_000,
+                criteria=Criteria((Scope.PROJECT,)), weights=DEFAULT_WEIGHTS, limit=100_000,
             )  # fmt: skip
             rows = await ranked.hits()
     return [m.content for m, _, _ in rows]

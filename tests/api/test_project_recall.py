@@ -12,6 +12,7 @@ from memql.db import embedding_space as space
 from memql.db import recall as db_recall
 from memql.embeddings.local import LocalEmbedder
 from memql.model import Access, Consumer, Grant, Kind, Principal, Scope
+from memql.requests import Criteria, MemoryFilter
 from memql.service import DEFAULT_WEIGHTS
 from memql.testing import GraphQLClient, Tenant
 from tests.operations import RECALL, SAVE_MANY
@@ -84,9 +85,9 @@ async def _filtered_recall(
                 query="how do I run the deployment pipeline",
                 embedding=query,
                 model=embedder.model,
-                scopes=[Scope.PROJECT],
-                kinds=[Kind.TOPICAL],
-                categories=["office"],
+                criteria=Criteria(
+                    (Scope.PROJECT,), MemoryFilter(kinds=(Kind.TOPICAL,), categories=("office",))
+                ),
                 weights=DEFAULT_WEIGHTS,
                 limit=5,
             )

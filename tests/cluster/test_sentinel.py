@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal, Scope
+from memql.model import Access, Consumer, Grant, Kind, Principal, Scope
 from memql.redis_client import sentinel_parts
+from memql.requests import MemoryDraft
 from memql.runtime import open_memql
 from memql.settings import Settings
 from memql.testing import Tenant
@@ -72,7 +73,7 @@ async def test_a_failover_while_subscribed_loses_nothing(
                 for i in range(SAVES):
                     text = f"saved across the failover, number {i} of {SAVES}"
                     await writer.service.save(
-                        alice, NewMemory(text, Kind.EPISODIC, scope=Scope.PROJECT)
+                        alice, MemoryDraft(text, Kind.EPISODIC, scope=Scope.PROJECT)
                     )
                     if i == SAVES // 4:
                         promoted = await asyncio.to_thread(sentinel.failover)
@@ -118,7 +119,7 @@ async def test_an_instance_started_after_a_failover_receives_what_the_older_ones
             await asyncio.sleep(0.5)  # the stream is set up: live from here
             try:
                 saved = await writer.service.save(
-                    alice, NewMemory("after the failover", Kind.EPISODIC, scope=Scope.PROJECT)
+                    alice, MemoryDraft("after the failover", Kind.EPISODIC, scope=Scope.PROJECT)
                 )
                 event = await asyncio.wait_for(first, 10)
                 assert event.memory_id == saved.memory.id

@@ -18,7 +18,8 @@ import psycopg
 from memql.db import webhooks as db_webhooks
 from memql.db.migrate import migrate
 from memql.db.pool import owner_connection
-from memql.model import Access, Consumer, Grant, Kind, MemoryEvent, NewMemory, Principal
+from memql.model import Access, Consumer, Grant, Kind, MemoryEvent, Principal
+from memql.requests import MemoryDraft
 from memql.runtime import open_memql
 from memql.service import MemoryService
 from memql.settings import Settings
@@ -130,7 +131,7 @@ async def test_concurrent_writers_with_aborts_reach_every_subscriber_and_webhook
                     # the service's own write path
                     await service.save(
                         principal_of(tenants[p]),
-                        NewMemory(content=f"writer {w} note {n} on day {n}", kind=Kind.EPISODIC),
+                        MemoryDraft(content=f"writer {w} note {n} on day {n}", kind=Kind.EPISODIC),
                     )
                     committed[p] += 1
                 elif await raw_write(url, tenants[p].project_id, abort=random.random() < 0.1):
@@ -235,7 +236,7 @@ async def test_cursors_held_from_the_global_log_resume_exactly_after_the_migrati
             new = []
             for i in range(3):
                 saved = await service.save(
-                    alice, NewMemory(content=f"after the migration {i}", kind=Kind.EPISODIC)
+                    alice, MemoryDraft(content=f"after the migration {i}", kind=Kind.EPISODIC)
                 )
                 new.append(saved.memory.id)
             new_cursors = [c for c in await log_of(url, a.project_id) if c not in old_a]
@@ -259,5 +260,7 @@ async def test_cursors_held_from_the_global_log_resume_exactly_after_the_migrati
                 [listed] = await db_webhooks.list_webhooks(conn, a.project_id, pending=True)
             assert listed.acked_cursor == 7 and listed.pending == 3
             # `b`'s log goes on above every cursor it had
-            await service.save(principal_of(b), NewMemory(content="b goes on", kind=Kind.EPISODIC))
+            await service.save(
+                principal_of(b), MemoryDraft(content="b goes on", kind=Kind.EPISODIC)
+            )
             assert (await log_of(url, b.project_id))[-1] > 8

@@ -9,8 +9,9 @@ from typing import Any
 
 from memql.db import events as db_events
 from memql.db.pool import owner_connection
-from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
+from memql.model import Access, Consumer, Grant, Kind, Principal
 from memql.realtime import wire
+from memql.requests import MemoryDraft
 from memql.runtime import open_memql
 from memql.settings import Settings
 from memql.testing import Tenant, log_event, make_tenant
@@ -34,7 +35,7 @@ async def test_a_batch_save_notifies_once_naming_its_project_and_last_cursor(
         results = await m.service.save_many(
             principal_of(tenant),
             [
-                NewMemory(text, Kind.TOPICAL)
+                MemoryDraft(text, Kind.TOPICAL)
                 for text in ("alpha apples", "bravo boats", "charlie cars")
             ],
         )

@@ -15,7 +15,8 @@ from prometheus_client import generate_latest
 from memql import metrics
 from memql.db.pool import owner_connection
 from memql.embeddings import Vector
-from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
+from memql.model import Access, Consumer, Grant, Kind, Principal
+from memql.requests import ContextQuery, MemoryDraft, RecallQuery
 from memql.runtime import open_memql
 from memql.service import MemoryService
 from memql.service.query_vectors import QueryVectors
@@ -67,14 +68,16 @@ async def test_a_question_asked_again_is_not_embedded_again_and_finds_the_same(
     embedder = Counted()
     async with service_with(database_url, embedder) as service:
         alice = principal_of(tenant)
-        await service.save(alice, NewMemory("alice takes the night train to vienna", Kind.TOPICAL))
+        await service.save(
+            alice, MemoryDraft("alice takes the night train to vienna", Kind.TOPICAL)
+        )
         embedder.asked.clear()
         hits0, misses0 = counter("hit"), counter("miss")
-        first = await service.recall(alice, "night train")
-        again = await service.recall(alice, "night train")
+        first = await service.recall(alice, RecallQuery("night train"))
+        again = await service.recall(alice, RecallQuery("night train"))
         # another user of the project, and the context block, ask the same text
-        await service.recall(principal_of(tenant, "bob"), "night train")
-        await service.context(alice, query="night train")
+        await service.recall(principal_of(tenant, "bob"), RecallQuery("night train"))
+        await service.context(alice, ContextQuery("night train"))
     assert embedder.asked == ["night train"]
     assert [h.memory.id for h in again] == [h.memory.id for h in first] != []
     assert (counter("hit") - hits0, counter("miss") - misses0) == (3, 1)
@@ -89,8 +92,8 @@ async def test_projects_do_not_share_query_vectors(database_url: str, tenant):
     embedder = Counted()
     other = await make_tenant(database_url)
     async with service_with(database_url, embedder) as service:
-        await service.recall(principal_of(tenant), "the vienna plan")
-        await service.recall(principal_of(other), "the vienna plan")
+        await service.recall(principal_of(tenant), RecallQuery("the vienna plan"))
+        await service.recall(principal_of(other), RecallQuery("the vienna plan"))
     assert embedder.asked == ["the vienna plan", "the vienna plan"]
 
 
@@ -99,7 +102,7 @@ async def test_the_cache_is_bounded_and_forgets_the_least_recently_asked(databas
     async with service_with(database_url, embedder, query_vectors=2) as service:
         alice = principal_of(tenant)
         for text in ("one", "two", "one", "three", "one", "two"):
-            await service.recall(alice, text)
+            await service.recall(alice, RecallQuery(text))
         assert len(service.query_vectors) == 2
     # "one" stayed (asked again each time), "two" went when "three" came
     assert embedder.asked == ["one", "two", "three", "two"]
@@ -109,7 +112,7 @@ async def test_zero_entries_embeds_every_query(database_url: str, tenant):
     embedder = Counted()
     async with service_with(database_url, embedder, query_vectors=0) as service:
         for _ in range(2):
-            await service.recall(principal_of(tenant), "same words")
+            await service.recall(principal_of(tenant), RecallQuery("same words"))
         assert len(service.query_vectors) == 0
     assert embedder.asked == ["same words", "same words"]
 
@@ -133,8 +136,8 @@ async def test_concurrent_asks_share_one_embedding_and_one_cancelled_waiter_spar
     embedder.gate = asyncio.Event()
     async with service_with(database_url, embedder) as service:
         alice = principal_of(tenant)
-        gone = asyncio.create_task(service.recall(alice, "shared question"))
-        staying = asyncio.create_task(service.recall(alice, "shared question"))
+        gone = asyncio.create_task(service.recall(alice, RecallQuery("shared question")))
+        staying = asyncio.create_task(service.recall(alice, RecallQuery("shared question")))
         await asyncio.sleep(0.05)
         gone.cancel()
         embedder.gate.set()
@@ -150,9 +153,9 @@ async def test_a_failed_embedding_is_not_kept(database_url: str, tenant):
     async with service_with(database_url, embedder) as service:
         alice = principal_of(tenant)
         with pytest.raises(RuntimeError):
-            await service.recall(alice, "while the model is away")
+            await service.recall(alice, RecallQuery("while the model is away"))
         embedder.failing = False
-        assert await service.recall(alice, "while the model is away") == []
+        assert await service.recall(alice, RecallQuery("while the model is away")) == []
     assert embedder.asked == ["while the model is away"] * 2
 
 
@@ -167,7 +170,9 @@ async def test_a_context_block_counts_its_memories_while_the_model_embeds_its_qu
     async with await owner_connection(read_database_url, autocommit=True) as db:
         started = (await (await db.execute("select now()")).fetchone())[0]
         async with service_with(database_url, embedder) as service:
-            block = asyncio.create_task(service.context(principal_of(tenant), query="the plan"))
+            block = asyncio.create_task(
+                service.context(principal_of(tenant), ContextQuery("the plan"))
+            )
             try:
                 counted = False
                 for _ in range(100):

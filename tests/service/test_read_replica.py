@@ -18,7 +18,8 @@ import pytest
 from memql import metrics
 from memql.db import events as db_events
 from memql.db.replica import read_conninfo
-from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal
+from memql.model import Access, Consumer, Grant, Kind, Principal
+from memql.requests import ContextQuery, MemoryDraft, RecallQuery
 from memql.runtime import Memql, open_database, open_memql
 from memql.settings import Settings
 from memql.testing import Tenant, free_port, make_tenant
@@ -88,12 +89,12 @@ async def every_read(memql: Memql, alice: Principal, text: str) -> None:
     service = memql.service
     page = await service.list_memories(alice)
     assert text in [m.content for m in page.memories]
-    assert page.filter is not None
-    assert await service.count_memories(alice, page.filter) == len(page.memories)
-    hits = await service.recall(alice, text)
+    assert page.criteria is not None
+    assert await service.count_memories(alice, page.criteria) == len(page.memories)
+    hits = await service.recall(alice, RecallQuery(text))
     assert text in [h.memory.content for h in hits]
     assert text in (await service.context(alice)).text
-    assert text in (await service.context(alice, query=text)).text
+    assert text in (await service.context(alice, ContextQuery(text))).text
 
 
 def test_the_read_url_overrides_the_primary_and_prefers_a_standby():
@@ -114,7 +115,7 @@ async def test_reads_run_on_the_standby_and_wait_for_the_callers_own_write(
     async with memql_on(primary, pair, hash_embedder) as memql:
         alice, bob = principal_of(tenant), principal_of(tenant, "bob")
         before = reads("standby") + reads("standby_waited")
-        await memql.service.save(alice, NewMemory("the standby replays this", Kind.TOPICAL))
+        await memql.service.save(alice, MemoryDraft("the standby replays this", Kind.TOPICAL))
         await every_read(memql, alice, "the standby replays this")
         # bob wrote nothing: his read never waits
         await memql.service.list_memories(bob)
@@ -132,7 +133,7 @@ async def test_own_save_is_visible_on_every_read_with_the_standby_paused(
             behind = reads("primary_behind")
             for i in range(3):
                 text = f"saved while the standby is paused {i}"
-                await memql.service.save(alice, NewMemory(text, Kind.TOPICAL))
+                await memql.service.save(alice, MemoryDraft(text, Kind.TOPICAL))
                 await every_read(memql, alice, text)
             assert reads("primary_behind") - behind == 18
             # another user of the project did not write: the standby serves them, lagging
@@ -150,7 +151,7 @@ async def test_a_write_on_one_instance_is_visible_to_its_next_read_on_another(
         alice = principal_of(tenant)
         await other.service.list_memories(alice)
         with paused(pair):
-            await one.service.save(alice, NewMemory("written on one instance", Kind.TOPICAL))
+            await one.service.save(alice, MemoryDraft("written on one instance", Kind.TOPICAL))
             await every_read(other, alice, "written on one instance")
 
 
@@ -162,13 +163,13 @@ async def test_a_subscription_started_while_the_standby_is_paused_misses_nothing
         service = memql.service
         with paused(pair):
             since = await service.event_cursor(alice)
-            first = await service.save(alice, NewMemory("before the stream", Kind.TOPICAL))
+            first = await service.save(alice, MemoryDraft("before the stream", Kind.TOPICAL))
             # replay from `since` must find the save the standby has not replayed; then live
             stream = service.memory_events(alice, since=since)
             try:
                 got = await asyncio.wait_for(anext(stream), 10)
                 assert got.memory_id == first.memory.id
-                second = await service.save(alice, NewMemory("during the stream", Kind.TOPICAL))
+                second = await service.save(alice, MemoryDraft("during the stream", Kind.TOPICAL))
                 got = await asyncio.wait_for(anext(stream), 10)
                 assert got.memory_id == second.memory.id
             finally:
@@ -205,14 +206,14 @@ async def test_reads_answer_when_the_standby_is_killed_and_when_it_is_down_at_st
     alice = principal_of(tenant)
     try:
         async with memql_on(primary, pair, hash_embedder) as memql:
-            await memql.service.save(alice, NewMemory("the standby dies", Kind.TOPICAL))
+            await memql.service.save(alice, MemoryDraft("the standby dies", Kind.TOPICAL))
             await every_read(memql, alice, "the standby dies")
             await asyncio.to_thread(pair.kill_standby)
             started = time.monotonic()
             await every_read(memql, alice, "the standby dies")
             assert time.monotonic() - started < 10
         async with memql_on(primary, pair, hash_embedder) as memql:
-            await memql.service.save(alice, NewMemory("started without it", Kind.TOPICAL))
+            await memql.service.save(alice, MemoryDraft("started without it", Kind.TOPICAL))
             await every_read(memql, alice, "started without it")
     finally:
         await asyncio.to_thread(pair.start_standby)
@@ -238,6 +239,6 @@ async def test_with_redis_away_reads_go_to_the_primary_and_still_answer(
         alice = principal_of(tenant)
         with paused(pair):
             unknown = reads("primary_unknown")
-            await memql.service.save(alice, NewMemory("Redis is away", Kind.TOPICAL))
+            await memql.service.save(alice, MemoryDraft("Redis is away", Kind.TOPICAL))
             await every_read(memql, alice, "Redis is away")
             assert reads("primary_unknown") - unknown == 6

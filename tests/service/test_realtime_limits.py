@@ -17,8 +17,9 @@ from memql.db import events as db_events
 from memql.db.pool import system_connection
 from memql.db.session import Sessions
 from memql.errors import Forbidden, MemqlError, SubscriberBehind, Unauthenticated
-from memql.model import Access, Consumer, Grant, Kind, NewMemory, Principal, Scope
+from memql.model import Access, Consumer, Grant, Kind, Principal, Scope
 from memql.realtime.recheck import Recheck
+from memql.requests import MemoryDraft
 from memql.runtime import open_memql
 from memql.service import MemoryService
 from memql.settings import Settings
@@ -56,8 +57,8 @@ def closed_behind() -> float:
     return value or 0.0
 
 
-def note(i: int) -> NewMemory:
-    return NewMemory(content=f"Reading {i}: {uuid.uuid4()}", kind=Kind.EPISODIC)
+def note(i: int) -> MemoryDraft:
+    return MemoryDraft(content=f"Reading {i}: {uuid.uuid4()}", kind=Kind.EPISODIC)
 
 
 async def test_a_subscriber_too_far_behind_is_closed_with_the_cursor_to_resume_from(

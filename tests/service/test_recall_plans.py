@@ -13,6 +13,7 @@ from memql.db import recall as db_recall
 from memql.db.pool import open_pool
 from memql.db.session import Sessions
 from memql.model import Access, Consumer, Grant, Principal, Scope
+from memql.requests import Criteria, MemoryFilter
 from memql.service import DEFAULT_WEIGHTS
 from memql.testing import Tenant
 
@@ -38,7 +39,7 @@ async def prepared_recalls(
             async with sessions.read(principal, db_recall.RECALL_SETTINGS) as conn:
                 ranked = await db_recall.recall(
                     conn, principal, query="tea or coffee", embedding=vector, model="m",
-                    scopes=scopes, kinds=None, categories=categories,
+                    criteria=Criteria(tuple(scopes), MemoryFilter(categories=categories)),
                     weights=DEFAULT_WEIGHTS, limit=5,
                 )  # fmt: skip
             assert await ranked.hits() == []

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from memql.model import Kind, Memory, NearDuplicate, NewMemory, Scope
+from memql.model import Kind, Memory, NearDuplicate, Scope
+from memql.requests import MemoryDraft, NewMemory
 from memql.rules.saving import (
     Absorb,
     Create,
@@ -37,7 +38,7 @@ def stored(content: str, kind: Kind = TOPICAL, **fields: Any) -> Memory:
 
 
 def new(content: str, kind: Kind = TOPICAL, **fields: Any) -> NewMemory:
-    return NewMemory(content, kind, **fields)
+    return NewMemory(MemoryDraft(content, kind, **fields))
 
 
 def near(content: str, similarity: float, kind: Kind = TOPICAL, **fields: Any) -> NearDuplicate:

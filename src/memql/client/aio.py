@@ -13,7 +13,14 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from memql.client import operations as ops
 from memql.client.events import SUBPROTOCOL, EventStream, StreamComplete, close_error
-from memql.client.operations import Id, ListOptions, MemoryInput, RecallOptions, SaveOptions
+from memql.client.operations import (
+    FilterOptions,
+    Id,
+    ListOptions,
+    MemoryInput,
+    RecallOptions,
+    SaveOptions,
+)
 from memql.client.transport import (
     DEFAULT_TIMEOUT,
     body,
@@ -108,8 +115,13 @@ class AsyncClient:
     async def recall(self, query: str, **options: Unpack[RecallOptions]) -> list[RecallHit]:
         return await self.execute(ops.recall(query, **options))
 
-    async def context(self, query: str | None = None, budget: int | None = None) -> MemoryContext:
-        return await self.execute(ops.context(query, budget))
+    async def context(
+        self,
+        query: str | None = None,
+        budget: int | None = None,
+        **options: Unpack[FilterOptions],
+    ) -> MemoryContext:
+        return await self.execute(ops.context(query, budget, **options))
 
     # writing
     async def save(

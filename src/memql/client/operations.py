@@ -6,13 +6,14 @@ here, so the two stay the same API by construction.
 
 from __future__ import annotations
 
-import enum
 import uuid
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
+from memql.client.arguments import arguments, input_json
 from memql.client.types import (
     MEMORY_FIELDS,
     Memory,
@@ -24,10 +25,17 @@ from memql.client.types import (
     Viewer,
     Webhook,
 )
-from memql.model import Kind, Scope
+from memql.model import Kind, Order, OrderField, Scope, SortDirection
+from memql.requests import (
+    ContextQuery,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryRef,
+    PageRequest,
+    RecallQuery,
+)
 
 T = TypeVar("T")
-E = TypeVar("E", bound=enum.Enum)
 
 Id = uuid.UUID | str
 
@@ -39,21 +47,6 @@ class Operation(Generic[T]):
     parse: Callable[[dict[str, Any]], T]
 
 
-def _name(enum_type: type[E], value: E | str) -> str:
-    """An enum's GraphQL name from the enum or its name or value in any case."""
-    if isinstance(value, enum_type):
-        return value.name
-    text = str(value)
-    for member in enum_type:
-        if text.upper() == member.name or text == member.value:
-            return member.name
-    raise ValueError(f"{text!r} is not a {enum_type.__name__}")
-
-
-def _instant(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def _vars(**values: Any) -> dict[str, Any]:
     """Variables without the unset ones, so the server's defaults apply."""
     return {k: v for k, v in values.items() if v is not None}
@@ -61,7 +54,9 @@ def _vars(**values: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class MemoryInput:
-    """A memory to save (one item of `save_many`, or the new version of `supersede`)."""
+    """A memory to save (one item of `save_many`, or the new version of `supersede`): a
+    `memql.requests.MemoryDraft` that takes enums by name or value and any iterable of
+    thread ids."""
 
     content: str
     kind: Kind | str
@@ -75,18 +70,8 @@ class MemoryInput:
     occurred_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return _vars(
-            content=self.content,
-            kind=_name(Kind, self.kind),
-            scope=_name(Scope, self.scope) if self.scope is not None else None,
-            key=self.key,
-            category=self.category,
-            pinned=self.pinned,
-            sourceThreadIds=list(self.source_thread_ids),
-            source=self.source,
-            expiresAt=_instant(self.expires_at),
-            occurredAt=_instant(self.occurred_at),
-        )
+        """The `SaveMemoryInput` of this memory (each field is a `MemoryDraft`'s)."""
+        return input_json(MemoryDraft, self)
 
 
 class SaveOptions(TypedDict, total=False):
@@ -102,15 +87,15 @@ class SaveOptions(TypedDict, total=False):
     occurred_at: datetime | None
 
 
-class ListOptions(TypedDict, total=False):
-    """Filters and paging of `memories`: newest first, `first` per page (at most 200)."""
+class FilterOptions(TypedDict, total=False):
+    """Which memories a read admits (`memql.requests.MemoryFilter`): a filter left out admits
+    every memory."""
 
     scope: Scope | str | None
-    kind: Kind | str | None
-    category: str | None
+    kinds: Iterable[Kind | str] | None
+    categories: Iterable[str] | None
     pinned: bool | None
     contains: str | None
-    include_invalidated: bool
     occurred_after: datetime | None
     occurred_before: datetime | None
     created_after: datetime | None
@@ -119,6 +104,12 @@ class ListOptions(TypedDict, total=False):
     updated_before: datetime | None
     # memories whose `source` contains this object (JSON containment)
     source: dict[str, Any] | None
+
+
+class ListOptions(FilterOptions, total=False):
+    """Filters and paging of `memories`: newest first, `first` per page (at most 200)."""
+
+    include_invalidated: bool
     # "created_at" (default) or "updated_at", and "desc" (default) or "asc"
     order_by: str | None
     direction: str | None
@@ -128,15 +119,13 @@ class ListOptions(TypedDict, total=False):
     before: str | None
     # ask the server to count every memory the filters match (one more query)
     total_count: bool
+    # deprecated: one kind, one category (`kinds`, `categories` take a list); for one release
+    kind: Kind | str | None
+    category: str | None
 
 
-class RecallOptions(TypedDict, total=False):
+class RecallOptions(FilterOptions, total=False):
     limit: int
-    scope: Scope | str | None
-    kinds: Iterable[Kind | str] | None
-    categories: Iterable[str] | None
-    occurred_after: datetime | None
-    occurred_before: datetime | None
     # drop hits scoring below this, in [0, 1]
     min_score: float | None
 
@@ -174,69 +163,39 @@ def memory(id: Id) -> Operation[Memory | None]:
     )
 
 
-# the arguments of `memories`, each with its GraphQL type (spelt once for the document)
-_LIST_ARGUMENTS = {
-    "scope": "MemoryScope",
-    "kind": "MemoryKind",
-    "category": "String",
-    "pinned": "Boolean",
-    "contains": "String",
-    "includeInvalidated": "Boolean",
-    "occurredAfter": "DateTime",
-    "occurredBefore": "DateTime",
-    "createdAfter": "DateTime",
-    "createdBefore": "DateTime",
-    "updatedAfter": "DateTime",
-    "updatedBefore": "DateTime",
-    "source": "JSON",
-    "orderBy": "MemoryOrder",
-    "first": "Int",
-    "after": "String",
-    "last": "Int",
-    "before": "String",
-}
+def _former_names(o: ListOptions) -> dict[str, Any]:
+    """The options with the deprecated `kind` and `category` as the lists they stand for."""
+    values: dict[str, Any] = dict(o)
+    for former, name in (("kind", "kinds"), ("category", "categories")):
+        if values.get(former) is not None:
+            warnings.warn(
+                f"`{former}` is deprecated: pass `{name}` (a list)", DeprecationWarning, 3
+            )
+            if values.get(name) is not None:
+                raise ValueError(f"pass `{name}` or `{former}`, not both")
+            values[name] = [values.pop(former)]
+    return values
 
 
 def memories(**o: Unpack[ListOptions]) -> Operation[Page]:
-    scope, kind = o.get("scope"), o.get("kind")
-    order_by, direction = o.get("order_by"), o.get("direction")
-    order = None
+    values = _former_names(o)
+    order_by, direction = values.pop("order_by", None), values.pop("direction", None)
     if order_by is not None or direction is not None:
-        order = _vars(
-            field=order_by.upper() if order_by else None,
-            direction=direction.upper() if direction else None,
+        values["order"] = Order(
+            OrderField(order_by.lower()) if order_by else OrderField.CREATED_AT,
+            SortDirection(direction.lower()) if direction else SortDirection.DESC,
         )
-    declared = ", ".join(f"${name}: {kind_}" for name, kind_ in _LIST_ARGUMENTS.items())
-    passed = ", ".join(f"{name}: ${name}" for name in _LIST_ARGUMENTS)
+    args = arguments((MemoryFilter, PageRequest), values)
     total = "totalCount" if o.get("total_count") else ""
     return Operation(
-        f"""query Memories({declared}) {{
-          memories({passed}) {{
+        f"""query Memories({args.declared}) {{
+          memories({args.passed}) {{
             edges {{ cursor node {{ {MEMORY_FIELDS} }} }}
             pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }}
             {total}
           }}
         }}""",
-        _vars(
-            scope=_name(Scope, scope) if scope is not None else None,
-            kind=_name(Kind, kind) if kind is not None else None,
-            category=o.get("category"),
-            pinned=o.get("pinned"),
-            contains=o.get("contains"),
-            includeInvalidated=o.get("include_invalidated"),
-            occurredAfter=_instant(o.get("occurred_after")),
-            occurredBefore=_instant(o.get("occurred_before")),
-            createdAfter=_instant(o.get("created_after")),
-            createdBefore=_instant(o.get("created_before")),
-            updatedAfter=_instant(o.get("updated_after")),
-            updatedBefore=_instant(o.get("updated_before")),
-            source=o.get("source"),
-            orderBy=order,
-            first=o.get("first"),
-            after=o.get("after"),
-            last=o.get("last"),
-            before=o.get("before"),
-        ),
+        args.variables,
         lambda data: Page.from_json(data["memories"]),
     )
 
@@ -250,36 +209,26 @@ def history(id: Id) -> Operation[list[Memory]]:
 
 
 def recall(query: str, **o: Unpack[RecallOptions]) -> Operation[list[RecallHit]]:
-    scope, kinds, categories = o.get("scope"), o.get("kinds"), o.get("categories")
+    args = arguments((RecallQuery,), {**o, "text": query})
     return Operation(
-        f"""query Recall($query: String!, $limit: Int, $scope: MemoryScope,
-              $kinds: [MemoryKind!], $categories: [String!],
-              $occurredAfter: DateTime, $occurredBefore: DateTime, $minScore: Float) {{
-          recall(query: $query, limit: $limit, scope: $scope, kinds: $kinds,
-                 categories: $categories, occurredAfter: $occurredAfter,
-                 occurredBefore: $occurredBefore, minScore: $minScore) {{
+        f"""query Recall({args.declared}) {{
+          recall({args.passed}) {{
             score signals {{ vector lexical recency pinned }} memory {{ {MEMORY_FIELDS} }}
           }}
         }}""",
-        _vars(
-            query=query,
-            limit=o.get("limit"),
-            scope=_name(Scope, scope) if scope is not None else None,
-            kinds=[_name(Kind, k) for k in kinds] if kinds is not None else None,
-            categories=list(categories) if categories is not None else None,
-            occurredAfter=_instant(o.get("occurred_after")),
-            occurredBefore=_instant(o.get("occurred_before")),
-            minScore=o.get("min_score"),
-        ),
+        args.variables,
         lambda data: [RecallHit.from_json(h) for h in data["recall"]],
     )
 
 
-def context(query: str | None = None, budget: int | None = None) -> Operation[MemoryContext]:
+def context(
+    query: str | None = None, budget: int | None = None, **o: Unpack[FilterOptions]
+) -> Operation[MemoryContext]:
+    args = arguments((ContextQuery,), {**o, "text": query, "budget": budget})
     return Operation(
-        """query Context($query: String, $budget: Int) {
-          memoryContext(query: $query, budget: $budget) { text count omitted } }""",
-        _vars(query=query, budget=budget),
+        f"""query Context({args.declared}) {{
+          memoryContext({args.passed}) {{ text count omitted }} }}""",
+        args.variables,
         lambda data: MemoryContext(**data["memoryContext"]),
     )
 
@@ -310,21 +259,16 @@ def supersede(
     key: str | None = None,
     scope: Scope | str | None = None,
 ) -> Operation[SupersedeResult]:
+    ref = arguments((MemoryRef,), {"id": id, "key": key, "scope": scope})
     return Operation(
-        f"""mutation Supersede($input: SaveMemoryInput!, $id: ID, $key: String,
-              $scope: MemoryScope) {{
-          supersedeMemory(input: $input, id: $id, key: $key, scope: $scope) {{
+        f"""mutation Supersede($input: SaveMemoryInput!, {ref.declared}) {{
+          supersedeMemory(input: $input, {ref.passed}) {{
             memory {{ {MEMORY_FIELDS} }}
             superseded {{ {MEMORY_FIELDS} }}
             nearDuplicates {{ similarity memory {{ {MEMORY_FIELDS} }} }}
           }}
         }}""",
-        _vars(
-            input=new.to_json(),
-            id=str(id) if id is not None else None,
-            key=key,
-            scope=_name(Scope, scope) if scope is not None else None,
-        ),
+        {"input": new.to_json(), **ref.variables},
         lambda data: SupersedeResult.from_json(data["supersedeMemory"]),
     )
 
@@ -332,14 +276,11 @@ def supersede(
 def retire(
     id: Id | None = None, *, key: str | None = None, scope: Scope | str | None = None
 ) -> Operation[Memory]:
+    ref = arguments((MemoryRef,), {"id": id, "key": key, "scope": scope})
     return Operation(
-        f"""mutation Retire($id: ID, $key: String, $scope: MemoryScope) {{
-          retireMemory(id: $id, key: $key, scope: $scope) {{ {MEMORY_FIELDS} }} }}""",
-        _vars(
-            id=str(id) if id is not None else None,
-            key=key,
-            scope=_name(Scope, scope) if scope is not None else None,
-        ),
+        f"""mutation Retire({ref.declared}) {{
+          retireMemory({ref.passed}) {{ {MEMORY_FIELDS} }} }}""",
+        ref.variables,
         lambda data: Memory.from_json(data["retireMemory"]),
     )
 

@@ -13,7 +13,14 @@ from websockets.sync.client import connect
 
 from memql.client import operations as ops
 from memql.client.events import SUBPROTOCOL, EventStream, StreamComplete, close_error
-from memql.client.operations import Id, ListOptions, MemoryInput, RecallOptions, SaveOptions
+from memql.client.operations import (
+    FilterOptions,
+    Id,
+    ListOptions,
+    MemoryInput,
+    RecallOptions,
+    SaveOptions,
+)
 from memql.client.transport import (
     DEFAULT_TIMEOUT,
     body,
@@ -108,8 +115,13 @@ class Client:
     def recall(self, query: str, **options: Unpack[RecallOptions]) -> list[RecallHit]:
         return self.execute(ops.recall(query, **options))
 
-    def context(self, query: str | None = None, budget: int | None = None) -> MemoryContext:
-        return self.execute(ops.context(query, budget))
+    def context(
+        self,
+        query: str | None = None,
+        budget: int | None = None,
+        **options: Unpack[FilterOptions],
+    ) -> MemoryContext:
+        return self.execute(ops.context(query, budget, **options))
 
     # writing
     def save(self, content: str, kind: Kind | str, **options: Unpack[SaveOptions]) -> SaveResult:

@@ -13,27 +13,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
+from memql.db.filters import filter_conditions
 from memql.db.pool import Conn
 from memql.db.rows import MEMORY_COLUMNS, column_value, memory_from_row
-from memql.db.visibility import LIVE, OWN, SHARED, VISIBLE, first_per_owner, in_range, visibility
+from memql.db.visibility import LIVE, OWN, SHARED, VISIBLE, first_per_owner, visibility
 from memql.embeddings import Vector
 from memql.model import (
-    NEW_MEMORY_FIELDS,
     ContextItem,
     InvalidationReason,
     Kind,
     Memory,
-    MemoryFilter,
     NearDuplicate,
-    NewMemory,
     Order,
     Principal,
     Scope,
     SortDirection,
 )
-from memql.rules.pagination import Position
+from memql.requests import NEW_MEMORY_FIELDS, Criteria, NewMemory
+from memql.rules.pagination import Window
 
 # what a context block shows of a memory, and what it is ordered by
 CONTEXT_COLUMNS = "m.kind, m.content, m.category, m.pinned, m.occurred_at, m.created_at, m.id"
@@ -394,32 +392,11 @@ async def near_duplicates_of_each(
     return found
 
 
-def _list_conditions(principal: Principal, flt: MemoryFilter) -> tuple[list[str], dict[str, Any]]:
-    """The WHERE conditions (ANDed) and parameters of a list's filter, visibility aside (the
+def _conditions(principal: Principal, criteria: Criteria) -> tuple[list[str], dict[str, Any]]:
+    """The WHERE conditions (ANDed) and parameters of a read's filter, visibility aside (the
     page query takes each owner's rows separately; other queries add `VISIBLE`)."""
-    conditions: list[str] = []
-    params: dict[str, Any] = visibility(principal, flt.scopes)
-    if not flt.include_invalidated:
-        conditions.append(LIVE)
-    if flt.kind is not None:
-        conditions.append("m.kind = %(kind)s")
-        params["kind"] = flt.kind.value
-    if flt.category is not None:
-        conditions.append("m.category = %(category)s")
-        params["category"] = flt.category
-    if flt.pinned is not None:
-        conditions.append("m.pinned = %(pinned)s")
-        params["pinned"] = flt.pinned
-    if flt.contains:
-        conditions.append("strpos(lower(m.content), lower(%(contains)s)) > 0")
-        params["contains"] = flt.contains
-    if flt.source is not None:
-        conditions.append("m.source @> %(source)s")
-        params["source"] = Jsonb(flt.source)
-    in_range("created_at", flt.created, conditions, params)
-    in_range("updated_at", flt.updated, conditions, params)
-    in_range("occurred_at", flt.occurred, conditions, params)
-    return conditions, params
+    conditions, params = filter_conditions(criteria)
+    return [c.sql for c in conditions], {**visibility(principal, criteria.scopes), **params}
 
 
 def _beyond(order: Order, name: str, *, forward: bool) -> str:
@@ -432,41 +409,37 @@ def _beyond(order: Order, name: str, *, forward: bool) -> str:
 
 
 async def list_page(
-    conn: Conn,
-    principal: Principal,
-    flt: MemoryFilter,
-    order: Order,
-    *,
-    limit: int,
-    after: Position | None = None,
-    before: Position | None = None,
-    from_end: bool = False,
+    conn: Conn, principal: Principal, criteria: Criteria, window: Window
 ) -> tuple[list[Memory], bool, bool]:
-    """A keyset page of the list in `order` between `after` and `before`: its first `limit`
-    memories, or its last `limit` when `from_end` (still returned in `order`).
+    """A keyset page of the list in the window's order between its cursors: its first `size`
+    memories, or its last `size` when read from the end (still returned in order).
 
     Also says whether more memories lie beyond the page in the direction read, and whether any
-    lie on the other side of the cursor it started from (`after`, or `before` when `from_end`).
+    lie on the other side of the cursor it started from (`after`, or `before` from the end).
     """
-    conditions, params = _list_conditions(principal, flt)
-    window = list(conditions)
-    for name, position, forward in (("after", after, True), ("before", before, False)):
+    order, from_end = window.order, window.from_end
+    conditions, params = _conditions(principal, criteria)
+    bounded = list(conditions)
+    for name, position, forward in (
+        ("after", window.after, True),
+        ("before", window.before, False),
+    ):
         if position is not None:
-            window.append(_beyond(order, name, forward=forward))
+            bounded.append(_beyond(order, name, forward=forward))
             params[f"{name}_at"], params[f"{name}_id"] = position.at, position.id
     column = order.field.value
     descending = order.direction is SortDirection.DESC
     direction = "desc" if descending != from_end else "asc"
     sql = first_per_owner(
-        " and ".join(f"({c})" for c in window) or "true",
+        " and ".join(f"({c})" for c in bounded) or "true",
         f"m.{column} {direction}, m.id {direction}",
     )
-    rows = await _fetch_memories(conn, sql, {**params, "limit": limit + 1})
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows = await _fetch_memories(conn, sql, {**params, "limit": window.size + 1})
+    more = len(rows) > window.size
+    rows = rows[: window.size]
     if from_end:
         rows.reverse()
-    start, name = (before, "before") if from_end else (after, "after")
+    start, name = (window.before, "before") if from_end else (window.after, "after")
     behind = False
     if start is not None:
         # anything at or on the near side of the starting cursor
@@ -481,12 +454,12 @@ async def list_page(
     return rows, more, behind
 
 
-async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) -> int:
-    """How many memories the list's filter admits, over all its pages."""
-    if flt == MemoryFilter(scopes=flt.scopes):
+async def count_matching(conn: Conn, principal: Principal, criteria: Criteria) -> int:
+    """How many memories a read's filter admits (over all the pages of a list)."""
+    conditions, params = _conditions(principal, criteria)
+    if conditions == [LIVE]:
         # every live memory of the scopes: the owners' counters
-        return await count_live(conn, principal, flt.scopes)
-    conditions, params = _list_conditions(principal, flt)
+        return await count_live(conn, principal, criteria.scopes)
     cur = await conn.execute(
         "select count(*) from memories m where "
         + " and ".join(f"({c})" for c in [VISIBLE, *conditions]),
@@ -497,19 +470,21 @@ async def count_matching(conn: Conn, principal: Principal, flt: MemoryFilter) ->
 
 
 async def context_memories(
-    conn: Conn, principal: Principal, scopes: Sequence[Scope], limit: int
+    conn: Conn, principal: Principal, criteria: Criteria, limit: int
 ) -> tuple[list[ContextItem], int]:
-    """Live memories for a context block, pinned first then newest; and how many are live.
-    Only the columns the block shows are read: up to `limit` rows are decoded here, of which
-    the budget may show a few."""
+    """Live memories for a context block that the filter admits, pinned first then newest;
+    and how many it admits. Only the columns the block shows are read: up to `limit` rows are
+    decoded here, of which the budget may show a few."""
+    conditions, params = _conditions(principal, criteria)
     order = "m.pinned desc, m.created_at desc, m.id desc"
-    sql = first_per_owner(LIVE, order, CONTEXT_COLUMNS)
-    cur = await conn.execute(sql, {**visibility(principal, scopes), "limit": limit})
+    where = " and ".join(f"({c})" for c in conditions) or "true"
+    sql = first_per_owner(where, order, CONTEXT_COLUMNS)
+    cur = await conn.execute(sql, {**params, "limit": limit})
     items = [
         ContextItem(Kind(kind), content, category, pinned, occurred_at)
         for kind, content, category, pinned, occurred_at, *_order in await cur.fetchall()
     ]
-    return items, await count_live(conn, principal, scopes)
+    return items, await count_matching(conn, principal, criteria)
 
 
 async def count_live(conn: Conn, principal: Principal, scopes: Sequence[Scope]) -> int:

@@ -4,18 +4,19 @@ shared ones by vector, full text, recency and pin."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from psycopg import AsyncCursor
 from psycopg.rows import dict_row
 
+from memql.db.filters import Condition, filter_conditions, where
 from memql.db.pool import Conn
 from memql.db.rows import MEMORY_COLUMNS, memory_from_row
-from memql.db.visibility import LIVE, OWN, SHARED, in_range, visibility
+from memql.db.visibility import OWN, SHARED, visibility
 from memql.embeddings import Vector
-from memql.model import Kind, Memory, Principal, Scope, TimeRange, Weights
+from memql.model import Memory, Principal, Scope, Weights
+from memql.requests import Criteria
 
 # shared (project-scope) candidates taken by each of vector and full-text order before fusion
 PROJECT_POOL = 200
@@ -61,14 +62,12 @@ async def recall(
     query: str,
     embedding: Vector,
     model: str,
-    scopes: Sequence[Scope],
-    kinds: Sequence[Kind] | None,
-    categories: Sequence[str] | None,
+    criteria: Criteria,
     weights: Weights,
     limit: int,
-    occurred: TimeRange = TimeRange(),
 ) -> Ranked:
-    """Rank the principal's live memories of `model` against `query`; best first.
+    """Rank the principal's live memories of `model` that `criteria` admits against `query`;
+    best first.
 
     The caller's own (user-scope) memories are all scored, so their top `limit` is exact. Shared
     project-scope memories can be many: the `PROJECT_POOL` nearest by vector and the
@@ -80,9 +79,14 @@ async def recall(
     that match is ranked (see `LEXICAL_WORDS`). The lexical query ORs the stemmed words of
     `query`; its rank is normalised by the best match in the pool.
     """
-    filters = [LIVE, "m.embedding_model = %(model)s"]
+    scopes = criteria.scopes
+    conditions, filter_params = filter_conditions(criteria)
+    # an index serves some of the filter: how many shared rows it keeps decides the route
+    filtered = any(c.indexed for c in conditions)
+    filters = [*conditions, Condition("m.embedding_model = %(model)s")]
     params: dict[str, Any] = {
         **visibility(principal, scopes),
+        **filter_params,
         "query": query,
         "embedding": embedding,
         "model": model,
@@ -98,23 +102,12 @@ async def recall(
         "w_pinned": weights.pinned,
         "half_life": weights.recency_half_life_days,
     }
+    where_sql = where(filters)
     # the same filters written so that no index serves them and the planner assumes they keep
-    # half the rows: the HNSW route must not be turned by its estimate (one for any category)
-    # into a sort of every match
-    opaque = list(filters)
-    if kinds:
-        filters.append("m.kind = any(%(kinds)s)")
-        opaque.append("coalesce(m.kind = any(%(kinds)s), false)")
-        params["kinds"] = [k.value for k in kinds]
-    if categories:
-        filters.append("m.category = any(%(categories)s)")
-        opaque.append("coalesce(m.category = any(%(categories)s), false)")
-        params["categories"] = list(categories)
-    in_range("occurred_at", occurred, filters, params)
-    in_range("occurred_at", occurred, opaque, params)
-    where = " and ".join(f"({c})" for c in filters)
-    where_opaque = " and ".join(f"({c})" for c in opaque)
-    if kinds or categories:
+    # half the rows (`Condition.opaque`): the HNSW route must not be turned by its estimate
+    # (one for any category) into a sort of every match
+    where_opaque = where(filters, opaque=True)
+    if filtered:
         params["exact_rows"] = EXACT_SCAN_ROWS
     # Each set of scopes has its own statement, holding only the branches it reads: a user-scope
     # recall neither plans nor starts the shared scope's. (One statement for every set, its
@@ -128,12 +121,12 @@ async def recall(
     if Scope.USER in scopes:
         # whole rows, not ids joined back to memories: on fresh statistics the planner would
         # nest that join (pool x rows), quadratic in the caller's memories
-        branches.append(f"select m.* from memories m where {OWN} and {where}")
+        branches.append(f"select m.* from memories m where {OWN} and {where_sql}")
     if shared:
         # the dimension is spelt out (an int, not user input) so the planner can match the
         # expression index of `ensure_ann_index` even in a generic plan
         shared_ctes, shared_pool = shared_branches(
-            where, where_opaque, int(embedding.shape[0]), bool(kinds or categories)
+            where_sql, where_opaque, int(embedding.shape[0]), filtered
         )
         ctes += shared_ctes
         branches += shared_pool
@@ -171,7 +164,7 @@ async def recall(
     # generic plan of a prepared statement, used after its fifth run, knows neither the filter
     # nor how few rows it keeps, and took 39 ms at 1,000,000 memories where the plan made for
     # the values took 12 ms (docs/scale.md). Unfiltered, the generic plan saves the planning.
-    await cur.execute(compact(sql), params, prepare=False if kinds or categories else None)
+    await cur.execute(compact(sql), params, prepare=False if filtered else None)
     return Ranked(cur)
 
 

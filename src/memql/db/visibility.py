@@ -1,6 +1,6 @@
 """Who sees which memory, as SQL every query of memories is built from: the rows a principal
 may see (filtered by project and owner here, whatever the caller passed), the live ones, one
-branch per owner, and a time range."""
+branch per owner."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memql.db.rows import MEMORY_COLUMNS
-from memql.model import Principal, Scope, TimeRange
+from memql.model import Principal, Scope
 
 # The rows a principal may see in the scopes it asks for: its own user scope and the shared
 # project scope. Written as an OR of index-friendly branches.
@@ -51,13 +51,3 @@ def visibility(principal: Principal, scopes: Sequence[Scope]) -> dict[str, Any]:
         "user_id": principal.user_id,
         "scopes": [s.value for s in scopes],
     }
-
-
-def in_range(column: str, rng: TimeRange, conditions: list[str], params: dict[str, Any]) -> None:
-    """Add the conditions that keep `m.<column>` in `rng` ([after, before))."""
-    if rng.after is not None:
-        conditions.append(f"m.{column} >= %({column}_after)s")
-        params[f"{column}_after"] = rng.after
-    if rng.before is not None:
-        conditions.append(f"m.{column} < %({column}_before)s")
-        params[f"{column}_before"] = rng.before

@@ -7,7 +7,7 @@ import logging
 from graphql import GraphQLError
 
 from memql.errors import MemqlError, mask, renamed_for
-from memql.rules.codec import camel
+from memql.graphql.arguments import graphql_spelling
 
 log = logging.getLogger("memql.errors")
 
@@ -17,7 +17,7 @@ def classify(error: GraphQLError) -> None:
     original = error.original_error
     if isinstance(original, MemqlError):
         # the domain's names as GraphQL spells them: `source_thread_ids` -> `sourceThreadIds`
-        error.message, extensions = renamed_for(original, camel)
+        error.message, extensions = renamed_for(original, graphql_spelling)
         error.extensions = {**(error.extensions or {}), **extensions, "code": original.code}
     elif original is None or isinstance(original, GraphQLError) or error.path is None:
         # raised by GraphQL itself, before any resolver ran: syntax, validation (unknown

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
+from memql.graphql.arguments import takes_records
 from memql.graphql.context import Info
 from memql.graphql.inputs import SaveMemoryInput
 from memql.graphql.types import (
@@ -11,12 +12,12 @@ from memql.graphql.types import (
     EraseResult,
     IdArg,
     Memory,
-    MemoryScope,
     NearDuplicate,
     SaveMemoryPayload,
     SupersedeMemoryPayload,
     Webhook,
 )
+from memql.requests import MemoryRef
 from memql.rules.validation import parse_id
 
 
@@ -42,20 +43,12 @@ class Mutation:
     @strawberry.mutation(
         description="Replace a live memory (by id, or by key within scope) with a new version."
     )
+    @takes_records()
     async def supersede_memory(
-        self,
-        info: Info,
-        input: SaveMemoryInput,
-        id: strawberry.ID | None = None,
-        key: str | None = None,
-        scope: MemoryScope | None = None,
+        self, info: Info, input: SaveMemoryInput, ref: MemoryRef
     ) -> SupersedeMemoryPayload:
         result = await info.context.service.supersede(
-            info.context.principal,
-            input.to_domain(),
-            memory_id=parse_id(id) if id is not None else None,
-            key=key,
-            scope=scope,
+            info.context.principal, input.to_domain(), ref
         )
         assert result.superseded is not None
         return SupersedeMemoryPayload(
@@ -68,19 +61,9 @@ class Mutation:
         )
 
     @strawberry.mutation(description="Retire a live memory (soft removal; restorable).")
-    async def retire_memory(
-        self,
-        info: Info,
-        id: strawberry.ID | None = None,
-        key: str | None = None,
-        scope: MemoryScope | None = None,
-    ) -> Memory:
-        memory = await info.context.service.retire(
-            info.context.principal,
-            memory_id=parse_id(id) if id is not None else None,
-            key=key,
-            scope=scope,
-        )
+    @takes_records()
+    async def retire_memory(self, info: Info, ref: MemoryRef) -> Memory:
+        memory = await info.context.service.retire(info.context.principal, ref)
         return Memory.from_domain(memory)
 
     @strawberry.mutation(description="Bring a retired memory back.")

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, cast
-
 import strawberry
-from strawberry.scalars import JSON
 from strawberry.types.nodes import SelectedField
 
+from memql.graphql.arguments import takes_records
 from memql.graphql.context import Info
 from memql.graphql.types import (
     Grant,
@@ -16,25 +13,14 @@ from memql.graphql.types import (
     Memory,
     MemoryConnection,
     MemoryContext,
-    MemoryKind,
-    MemoryOrder,
-    MemoryScope,
     Node,
     RecallHit,
     Viewer,
     Webhook,
 )
+from memql.requests import ContextQuery, MemoryFilter, PageRequest, RecallQuery
 from memql.rules.validation import parse_id
 from memql.settings import LIMITS
-
-OccurredAfter = Annotated[
-    datetime | None,
-    strawberry.argument(description="Only memories whose event happened at or after this."),
-]
-OccurredBefore = Annotated[
-    datetime | None,
-    strawberry.argument(description="Only memories whose event happened before this."),
-]
 
 
 @strawberry.type
@@ -69,72 +55,12 @@ class Query:
         " `last`/`before`. Time ranges include their `…After` instant and exclude their"
         " `…Before` one."
     )
-    async def memories(
-        self,
-        info: Info,
-        scope: MemoryScope | None = None,
-        kind: MemoryKind | None = None,
-        category: str | None = None,
-        pinned: bool | None = None,
-        contains: str | None = None,
-        include_invalidated: bool = False,
-        first: Annotated[
-            int | None,
-            strawberry.argument(
-                description=f"Page size from the start or `after` (default {LIMITS.list_default})."
-            ),
-        ] = None,
-        after: str | None = None,
-        occurred_after: OccurredAfter = None,
-        occurred_before: OccurredBefore = None,
-        last: Annotated[
-            int | None,
-            strawberry.argument(description="Page size from the end or `before`."),
-        ] = None,
-        before: str | None = None,
-        order_by: Annotated[
-            MemoryOrder | None,
-            strawberry.argument(
-                description="Default: newest created first. A cursor only works in the order"
-                " it was made for."
-            ),
-        ] = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        updated_after: datetime | None = None,
-        updated_before: datetime | None = None,
-        source: Annotated[
-            JSON | None,
-            strawberry.argument(
-                description='Only memories whose `source` contains this object, e.g. {"tool":'
-                ' "slack"} (JSON containment: nested objects match by their keys, arrays by'
-                " their elements)."
-            ),
-        ] = None,
-    ) -> MemoryConnection:
-        page = await info.context.service.list_memories(
-            info.context.principal,
-            scope=scope,
-            kind=kind,
-            category=category,
-            pinned=pinned,
-            contains=contains,
-            include_invalidated=include_invalidated,
-            created_after=created_after,
-            created_before=created_before,
-            updated_after=updated_after,
-            updated_before=updated_before,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
-            source=cast(dict[str, Any] | None, source),
-            order=order_by.to_domain() if order_by is not None else None,
-            first=first,
-            after=after,
-            last=last,
-            before=before,
-            rows=_selects_rows(info),
+    @takes_records(former_names=True)
+    async def memories(self, info: Info, flt: MemoryFilter, page: PageRequest) -> MemoryConnection:
+        found = await info.context.service.list_memories(
+            info.context.principal, flt, page, rows=_selects_rows(info)
         )
-        return MemoryConnection.from_domain(page)
+        return MemoryConnection.from_domain(found)
 
     @strawberry.field(description="Every version of a memory, oldest first.")
     async def memory_history(self, info: Info, id: IdArg) -> list[Memory]:
@@ -144,47 +70,18 @@ class Query:
     @strawberry.field(
         description="Live memories ranked by meaning, words, recency and pinning; best first."
     )
-    async def recall(
-        self,
-        info: Info,
-        query: str,
-        limit: int = LIMITS.recall_default,
-        scope: MemoryScope | None = None,
-        kinds: list[MemoryKind] | None = None,
-        categories: list[str] | None = None,
-        occurred_after: OccurredAfter = None,
-        occurred_before: OccurredBefore = None,
-        min_score: Annotated[
-            float | None,
-            strawberry.argument(
-                description="Only hits scoring at least this (in [0, 1]); a query about nothing"
-                " stored then returns nothing."
-            ),
-        ] = None,
-    ) -> list[RecallHit]:
-        hits = await info.context.service.recall(
-            info.context.principal,
-            query,
-            limit=limit,
-            scope=scope,
-            kinds=kinds,
-            categories=categories,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
-            min_score=min_score,
-        )
+    @takes_records()
+    async def recall(self, info: Info, q: RecallQuery) -> list[RecallHit]:
+        hits = await info.context.service.recall(info.context.principal, q)
         return [RecallHit.from_domain(h) for h in hits]
 
     @strawberry.field(
         description="A markdown block for a system prompt: pinned first, then the most relevant"
         " to `query` (or the newest), within `budget` characters."
     )
-    async def memory_context(
-        self, info: Info, query: str | None = None, budget: int = LIMITS.context_budget
-    ) -> MemoryContext:
-        block = await info.context.service.context(
-            info.context.principal, query=query, budget=budget
-        )
+    @takes_records()
+    async def memory_context(self, info: Info, q: ContextQuery) -> MemoryContext:
+        block = await info.context.service.context(info.context.principal, q)
         return MemoryContext(text=block.text, count=block.count, omitted=block.omitted)
 
     @strawberry.field(

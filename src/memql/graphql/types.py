@@ -147,9 +147,9 @@ class MemoryConnection:
         description="How many memories the filters admit over all pages (counted on request)."
     )
     async def total_count(self, info: strawberry.Info) -> int:
-        assert self._page.filter is not None
+        assert self._page.criteria is not None
         context = info.context
-        return await context.service.count_memories(context.principal, self._page.filter)
+        return await context.service.count_memories(context.principal, self._page.criteria)
 
     @classmethod
     def from_domain(cls, page: model.Page) -> MemoryConnection:

@@ -12,7 +12,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from memql.model import MEMORY_FIELDS, NEW_MEMORY_FIELDS, Memory, or_list
+from memql.model import MEMORY_FIELDS, Memory, or_list
+from memql.requests import NEW_MEMORY_FIELDS, camel
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -97,12 +98,6 @@ def memory_from_dict(d: dict[str, Any], *, project_id: uuid.UUID | None = None) 
         if name not in given
     }
     return Memory(**values, **given)
-
-
-def camel(name: str) -> str:
-    """A domain name as the API spells it (`source_thread_ids` -> `sourceThreadIds`)."""
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
 
 
 def snapshot(memory: Memory) -> dict[str, Any]:

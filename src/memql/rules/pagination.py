@@ -1,4 +1,4 @@
-"""Keyset page cursors. Pure; raises BadInput.
+"""Keyset page cursors, and the window a page request asks for. Pure; raises BadInput.
 
 A cursor names a position in one order: the sort key of a memory (its `created_at` or
 `updated_at`) and its id, which breaks ties. It carries that order, so a cursor made while
@@ -15,6 +15,9 @@ from datetime import datetime
 
 from memql.errors import BadInput
 from memql.model import Memory, Order, OrderField, SortDirection
+from memql.requests import PageRequest
+from memql.rules import validation
+from memql.settings import Limits
 
 _VERSION = "v2"
 
@@ -69,3 +72,34 @@ def decode(cursor: str, order: Order, *, argument: str) -> Position:
             argument=argument,
         )
     return position
+
+
+@dataclass(frozen=True)
+class Window:
+    """A page request checked (`window`): the order, how many memories, the positions of the
+    cursors it lies between, and whether it is read from the end (`last`)."""
+
+    order: Order
+    size: int
+    after: Position | None = None
+    before: Position | None = None
+    from_end: bool = False
+
+
+def window(page: PageRequest, limits: Limits) -> Window:
+    """`page` checked: at most one of `first` and `last`, each within its bounds (`first`
+    of the default size when neither is given), its cursors made for its order."""
+    order = page.order or Order()
+    if page.first is not None and page.last is not None:
+        raise BadInput("pass `first` or `last`, not both", argument="last")
+    if page.last is not None:
+        size = validation.number(page, "last", limits)
+    else:
+        size = validation.number(page, "first", limits, absent=limits.list_default)
+    return Window(
+        order,
+        size,
+        after=decode(page.after, order, argument="after") if page.after is not None else None,
+        before=decode(page.before, order, argument="before") if page.before is not None else None,
+        from_end=page.last is not None,
+    )

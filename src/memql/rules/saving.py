@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
-from memql.model import Kind, Memory, NearDuplicate, NewMemory, Scope
+from memql.model import Kind, Memory, NearDuplicate, Scope
+from memql.requests import NewMemory
 from memql.rules import dedup
 
 

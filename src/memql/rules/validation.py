@@ -17,8 +17,10 @@ from dataclasses import fields, is_dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from memql import requests
 from memql.errors import BadInput
-from memql.model import NewMemory, TimeRange
+from memql.model import Scope
+from memql.requests import Criteria, MemoryDraft, MemoryFilter, NewMemory
 from memql.settings import LIMITS, Limits
 
 # integers in JSON values: what every JSON client and PostgreSQL's bigint agree on
@@ -118,31 +120,29 @@ def instant(value: datetime | None, *, field: str = "time") -> datetime | None:
     return value
 
 
-def time_range(after: datetime | None, before: datetime | None, *, field: str) -> TimeRange:
-    """The range [after, before) of `<field>_after` / `<field>_before`; it must not be
-    empty."""
-    rng = TimeRange(
-        instant(after, field=f"{field}_after"), instant(before, field=f"{field}_before")
-    )
-    if rng.after is not None and rng.before is not None and rng.after >= rng.before:
+def check_range(after: datetime | None, before: datetime | None, *, field: str) -> None:
+    """The range [after, before) of `<field>_after` / `<field>_before` must not be empty."""
+    if after is not None and before is not None and after >= before:
         raise BadInput(
             f"`{field}_after` must be earlier than `{field}_before`", field=f"{field}_after"
         )
-    return rng
 
 
-def new_memory(raw: NewMemory, limits: Limits, now: datetime | None = None) -> NewMemory:
-    """A cleaned copy of `raw`, or BadInput naming the first field that breaks a rule."""
+def new_memory(draft: MemoryDraft, limits: Limits, now: datetime | None = None) -> NewMemory:
+    """`draft` checked into a memory to write, or BadInput naming the first field that breaks
+    a rule."""
     now = now or datetime.now(UTC)
-    return replace(
-        raw,
-        content=content(raw.content, limits),
-        key=key(raw.key, limits),
-        category=category(raw.category, limits),
-        source_thread_ids=thread_ids(raw.source_thread_ids, limits),
-        source=source(raw.source, limits),
-        expires_at=expires_at(raw.expires_at, now),
-        occurred_at=instant(raw.occurred_at, field="occurred_at"),
+    return NewMemory(
+        replace(
+            draft,
+            content=content(draft.content, limits),
+            key=key(draft.key, limits),
+            category=category(draft.category, limits),
+            source_thread_ids=thread_ids(draft.source_thread_ids, limits),
+            source=source(draft.source, limits),
+            expires_at=expires_at(draft.expires_at, now),
+            occurred_at=instant(draft.occurred_at, field="occurred_at"),
+        )
     )
 
 
@@ -154,21 +154,63 @@ def parse_id(value: str, *, argument: str = "id", what: str = "memory id") -> uu
         raise BadInput(f"`{argument}` is not a {what} (a UUID)", argument=argument) from None
 
 
-def bounded(value: int | None, default: int, maximum: int, *, field: str) -> int:
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def number(record: Any, name: str, limits: Limits, *, absent: float | None = None) -> Any:
+    """The number `record.<name>` within the bounds its field states (`requests.api`); when
+    left out, the `Limits` field the field names as its default, else `absent`. BadInput
+    naming the field when it is out of bounds."""
+    value = getattr(record, name)
+    meta = requests.api_of(type(record), name)
     if value is None:
-        return default
-    if not 1 <= value <= maximum:
-        raise BadInput(f"`{field}` must be between 1 and {maximum}", field=field)
+        shown = requests.default(meta, limits)
+        return shown if shown is not None else absent
+    low = requests.bound(meta.minimum, limits)
+    high = requests.bound(meta.maximum, limits)
+    if (
+        not math.isfinite(value)
+        or (low is not None and value < low)
+        or (high is not None and value > high)
+    ):
+        span = f"between {_number_text(low or 0)} and {_number_text(high or math.inf)}"
+        raise BadInput(f"`{name}` must be {span}", field=name)
     return value
 
 
-def score(value: float | None, *, field: str) -> float:
-    """A score bound in [0, 1]; None is 0 (no bound)."""
-    if value is None:
-        return 0.0
-    if not 0.0 <= value <= 1.0:
-        raise BadInput(f"`{field}` must be between 0 and 1", field=field)
-    return value
+def criteria(flt: MemoryFilter, scopes: tuple[Scope, ...], limits: Limits) -> Criteria:
+    """`flt` checked for a read of `scopes`: its instants in UTC (one without a zone is taken
+    as UTC), each range `<x>_after` .. `<x>_before` not empty, `source` a JSON object within
+    the limits, and what admits every memory (an empty list or text) left out. Every field of
+    a time is checked as one, so a new one needs no rule here."""
+    values: dict[str, Any] = {}
+    for f in fields(flt):
+        value = getattr(flt, f.name)
+        if isinstance(value, datetime):
+            value = instant(value, field=f.name)
+        elif value == () or value == "":
+            value = None
+        values[f.name] = value
+    for name, value in values.items():
+        if name.endswith("_after"):
+            base = name.removesuffix("_after")
+            check_range(value, values[f"{base}_before"], field=base)
+    values["source"] = source(values["source"], limits)
+    return Criteria(scopes, MemoryFilter(**values))
+
+
+def live_only(record: Any) -> None:
+    """Refuse what `record` holds in its filter but does not read (`requests.nested`): a
+    recall and a context block see live memories only."""
+    for name, refused in requests.refused(type(record)).items():
+        inner = getattr(record, name)
+        for f in fields(inner):
+            if f.name in refused and getattr(inner, f.name) != f.default:
+                raise BadInput(
+                    f"`{f.name}` is not taken here: this read sees live memories only",
+                    field=f.name,
+                )
 
 
 def event_cursor(since: str | None) -> int | None:

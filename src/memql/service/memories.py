@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -35,20 +35,25 @@ from memql.model import (
     EraseResult,
     EventType,
     InvalidationReason,
-    Kind,
     Memory,
     MemoryEvent,
-    MemoryFilter,
-    NewMemory,
-    Order,
     Page,
     Principal,
     RecallHit,
     SaveResult,
     Scope,
     Signals,
-    TimeRange,
     Weights,
+)
+from memql.requests import (
+    ContextQuery,
+    Criteria,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryRef,
+    NewMemory,
+    PageRequest,
+    RecallQuery,
 )
 from memql.rules import pagination, validation
 from memql.rules.context_block import format_context
@@ -111,28 +116,30 @@ class MemoryService:
     # --- writes ---------------------------------------------------------------------------
 
     @validation.storable_arguments
-    async def save(self, principal: Principal, raw: NewMemory) -> SaveResult:
+    async def save(self, principal: Principal, draft: MemoryDraft) -> SaveResult:
         """Save one memory: CREATED, ABSORBED into a same-kind near-duplicate, or SUPERSEDED
         (its key was live)."""
-        [result] = await self.save_many(principal, [raw])
+        [result] = await self.save_many(principal, [draft])
         return result
 
     @validation.storable_arguments
-    async def save_many(self, principal: Principal, raws: Sequence[NewMemory]) -> list[SaveResult]:
+    async def save_many(
+        self, principal: Principal, drafts: Sequence[MemoryDraft]
+    ) -> list[SaveResult]:
         """Save several memories atomically, each with its own outcome, in order.
 
         Every input is validated before anything is written; one bad input fails the batch.
         """
-        if not raws:
+        if not drafts:
             return []
-        if len(raws) > self._limits.batch_save:
+        if len(drafts) > self._limits.batch_save:
             raise BadInput(f"a batch holds at most {self._limits.batch_save} memories")
         news: list[NewMemory] = []
-        for index, raw in enumerate(raws):
+        for index, draft in enumerate(drafts):
             try:
-                news.append(validation.new_memory(raw, self._limits))
+                news.append(validation.new_memory(draft, self._limits))
             except BadInput as exc:
-                if len(raws) > 1:
+                if len(drafts) > 1:
                     exc.extensions["index"] = index
                     exc.message = f"input {index}: {exc.message}"
                     exc.args = (exc.message,)
@@ -153,23 +160,18 @@ class MemoryService:
 
     @validation.storable_arguments
     async def supersede(
-        self,
-        principal: Principal,
-        raw: NewMemory,
-        *,
-        memory_id: uuid.UUID | None = None,
-        key: str | None = None,
-        scope: Scope | None = None,
+        self, principal: Principal, draft: MemoryDraft, ref: MemoryRef
     ) -> SaveResult:
-        """Replace a live memory (by id, or by key within `scope`) with a full new version.
+        """Replace the live memory `ref` names (by id, or by key within its scope) with a full
+        new version.
 
-        The new version keeps the old one's key when the input names none.
+        The new version keeps the old one's key when the draft names none.
         """
         checks.require_some_write(principal)
-        new = validation.new_memory(raw, self._limits)
+        new = validation.new_memory(draft, self._limits)
         [vector] = await self._embedder.embed([new.content])
         async with self._writing(principal, db_memories.NEAR_DUPLICATE_SETTINGS) as (conn, events):
-            old = await self._locate_locked(conn, principal, memory_id, key, scope)
+            old = await self._locate_locked(conn, principal, ref)
             self._require_live(old, "supersede")
             if new.key is None:
                 new = replace(new, key=old.key)
@@ -185,16 +187,11 @@ class MemoryService:
             return await self._saving.replace(conn, events, old, new, vector)
 
     @validation.storable_arguments
-    async def retire(
-        self,
-        principal: Principal,
-        *,
-        memory_id: uuid.UUID | None = None,
-        key: str | None = None,
-        scope: Scope | None = None,
-    ) -> Memory:
+    async def retire(self, principal: Principal, ref: MemoryRef) -> Memory:
+        """Retire the live memory `ref` names: it is no longer recalled or listed, and can be
+        restored."""
         async with self._writing(principal) as (conn, events):
-            memory = await self._locate_locked(conn, principal, memory_id, key, scope)
+            memory = await self._locate_locked(conn, principal, ref)
             self._require_live(memory, "retire")
             retired = await db_memories.invalidate(conn, memory.id, InvalidationReason.RETIRED)
             saving.emit(events, EventType.RETIRED, memory)
@@ -205,7 +202,7 @@ class MemoryService:
         """Bring a retired memory back (not a superseded one: restore its newest version's chain
         by superseding instead)."""
         async with self._writing(principal) as (conn, events):
-            memory = await self._locate_locked(conn, principal, memory_id, None, None)
+            memory = await self._locate_locked(conn, principal, MemoryRef(memory_id))
             if memory.invalidation_reason is not InvalidationReason.RETIRED:
                 state = memory.invalidation_reason or "live"
                 raise Conflict(f"only a retired memory can be restored; this one is {state}")
@@ -222,7 +219,7 @@ class MemoryService:
         """Hard-delete a memory with all its versions and the events carrying their content."""
         checks.require_erasure(principal)
         async with self._writing(principal) as (conn, events):
-            memory = await self._locate_locked(conn, principal, memory_id, None, None)
+            memory = await self._locate_locked(conn, principal, MemoryRef(memory_id))
             ids = await db_memories.erase_chain(conn, principal, memory)
             saving.emit(events, EventType.ERASED, memory, {"versions": len(ids)})
             return EraseResult(erased=len(ids))
@@ -258,26 +255,20 @@ class MemoryService:
         if invalidated_at is not None:
             raise Conflict(f"cannot {action} a memory that is {reason}")
 
-    async def _locate_locked(
-        self,
-        conn: Conn,
-        principal: Principal,
-        memory_id: uuid.UUID | None,
-        key: str | None,
-        scope: Scope | None,
-    ) -> Memory:
-        """The memory named by id or by key, with its owner locked and write access checked."""
-        if (memory_id is None) == (key is None):
+    async def _locate_locked(self, conn: Conn, principal: Principal, ref: MemoryRef) -> Memory:
+        """The memory `ref` names by id or by key, with its owner locked and write access
+        checked."""
+        if (ref.id is None) == (ref.key is None):
             raise BadInput("name the memory by `id` or by `key`, not both")
         checks.require_some_write(principal)
         readable = principal.grant.readable_scopes()
-        if memory_id is not None:
-            found = await db_memories.get(conn, principal, memory_id, readable)
+        if ref.id is not None:
+            found = await db_memories.get(conn, principal, ref.id, readable)
         else:
-            key_scope = scope or Scope.USER
+            key_scope = ref.scope or Scope.USER
             found = (
                 await db_memories.get_live_by_key(
-                    conn, principal, key_scope, validation.key(key, self._limits) or ""
+                    conn, principal, key_scope, validation.key(ref.key, self._limits) or ""
                 )
                 if key_scope in readable
                 else None
@@ -309,76 +300,32 @@ class MemoryService:
             raise NotFound("no such memory")
         return versions
 
+    def _criteria(self, principal: Principal, flt: MemoryFilter) -> Criteria:
+        return validation.criteria(flt, checks.readable(principal, flt.scope), self._limits)
+
     @validation.storable_arguments
     async def list_memories(
         self,
         principal: Principal,
+        flt: MemoryFilter = MemoryFilter(),
+        page: PageRequest = PageRequest(),
         *,
-        scope: Scope | None = None,
-        kind: Kind | None = None,
-        category: str | None = None,
-        pinned: bool | None = None,
-        contains: str | None = None,
-        include_invalidated: bool = False,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        updated_after: datetime | None = None,
-        updated_before: datetime | None = None,
-        occurred_after: datetime | None = None,
-        occurred_before: datetime | None = None,
-        source: dict[str, Any] | None = None,
-        order: Order | None = None,
-        first: int | None = None,
-        after: str | None = None,
-        last: int | None = None,
-        before: str | None = None,
         rows: bool = True,
     ) -> Page:
-        """A page of the memories the filters admit, newest created first unless `order` says
-        otherwise: the `first` after the cursor `after`, or the `last` before `before` (at most
-        one of `first` and `last`; neither means the first page of the default size).
+        """A page of the memories the filter admits, newest created first unless the page's
+        order says otherwise (see `PageRequest`).
 
-        `rows=False` validates the same arguments but reads no page: the result carries only
-        the filter, for a caller that wants the count alone (`count_memories`)."""
-        order = order or Order()
-        if first is not None and last is not None:
-            raise BadInput("pass `first` or `last`, not both", argument="last")
-        limits = self._limits
-        if last is not None:
-            size = validation.bounded(last, limits.list_default, limits.list_max, field="last")
-        else:
-            size = validation.bounded(first, limits.list_default, limits.list_max, field="first")
-        start = pagination.decode(after, order, argument="after") if after is not None else None
-        end = pagination.decode(before, order, argument="before") if before is not None else None
-        flt = MemoryFilter(
-            scopes=checks.readable(principal, scope),
-            kind=kind,
-            category=category,
-            pinned=pinned,
-            contains=contains or None,
-            include_invalidated=include_invalidated,
-            created=validation.time_range(created_after, created_before, field="created"),
-            updated=validation.time_range(updated_after, updated_before, field="updated"),
-            occurred=validation.time_range(occurred_after, occurred_before, field="occurred"),
-            source=validation.source(source, self._limits),
-        )
+        `rows=False` checks the same request but reads no page: the result carries only the
+        criteria, for a caller that wants the count alone (`count_memories`)."""
+        window = pagination.window(page, self._limits)
+        criteria = self._criteria(principal, flt)
         if not rows:
-            return Page([], [], has_next_page=False, filter=flt)
+            return Page([], [], has_next_page=False, criteria=criteria)
         memories, more, behind = await self._reads.run(
-            principal,
-            lambda conn: db_memories.list_page(
-                conn,
-                principal,
-                flt,
-                order,
-                limit=size,
-                after=start,
-                before=end,
-                from_end=last is not None,
-            ),
+            principal, lambda conn: db_memories.list_page(conn, principal, criteria, window)
         )
-        cursors = [pagination.encode(m, order) for m in memories]
-        has_next, has_previous = (behind, more) if last is not None else (more, behind)
+        cursors = [pagination.encode(m, window.order) for m in memories]
+        has_next, has_previous = (behind, more) if window.from_end else (more, behind)
         return Page(
             memories,
             cursors,
@@ -386,78 +333,48 @@ class MemoryService:
             end_cursor=cursors[-1] if cursors else None,
             has_previous_page=has_previous,
             start_cursor=cursors[0] if cursors else None,
-            filter=flt,
+            criteria=criteria,
         )
 
-    async def count_memories(self, principal: Principal, flt: MemoryFilter) -> int:
-        """How many memories a list's filter admits over all its pages (`Page.filter`)."""
-        for scope in flt.scopes:
+    async def count_memories(self, principal: Principal, criteria: Criteria) -> int:
+        """How many memories a list's criteria admit over all its pages (`Page.criteria`)."""
+        for scope in criteria.scopes:
             checks.readable(principal, scope)
         return await self._reads.run(
-            principal, lambda conn: db_memories.count_matching(conn, principal, flt)
+            principal, lambda conn: db_memories.count_matching(conn, principal, criteria)
         )
 
     @validation.storable_arguments
-    async def recall(
-        self,
-        principal: Principal,
-        query: str,
-        *,
-        limit: int | None = None,
-        scope: Scope | None = None,
-        kinds: Sequence[Kind] | None = None,
-        categories: Sequence[str] | None = None,
-        occurred_after: datetime | None = None,
-        occurred_before: datetime | None = None,
-        min_score: float | None = None,
-    ) -> list[RecallHit]:
-        """The most relevant live memories for `query`, best first; score in [0, 1]. With
-        `min_score`, only hits scoring at least that: a query about nothing stored then
-        returns nothing rather than the least unrelated memories."""
-        limit = validation.bounded(
-            limit, self._limits.recall_default, self._limits.recall_max, field="limit"
-        )
-        occurred = validation.time_range(occurred_after, occurred_before, field="occurred")
-        floor = validation.score(min_score, field="min_score")
-        hits = await self._recall(
-            principal,
-            validation.content(query, self._limits, field="query"),
-            limit,
-            checks.readable(principal, scope),
-            kinds,
-            categories,
-            occurred,
-        )
+    async def recall(self, principal: Principal, q: RecallQuery) -> list[RecallHit]:
+        """The most relevant live memories for `q.text` that its filter admits, best first;
+        score in [0, 1]. With `min_score`, only hits scoring at least that: a query about
+        nothing stored then returns nothing rather than the least unrelated memories."""
+        validation.live_only(q)
+        limit = validation.number(q, "limit", self._limits)
+        floor = validation.number(q, "min_score", self._limits, absent=0.0)
+        text = validation.content(q.text, self._limits, field="text")
+        criteria = self._criteria(principal, q.filter)
+        hits = await self._recall(principal, text, limit, criteria)
         # hits come best first, so dropping the low ones after the limit loses no better one
         return [h for h in hits if h.score >= floor]
 
     async def _recall(
-        self,
-        principal: Principal,
-        query: str,
-        limit: int,
-        scopes: tuple[Scope, ...],
-        kinds: Sequence[Kind] | None = None,
-        categories: Sequence[str] | None = None,
-        occurred: TimeRange = TimeRange(),
+        self, principal: Principal, text: str, limit: int, criteria: Criteria
     ) -> list[RecallHit]:
         # shielded: the embedding may be shared with other requests for the same text, which
         # this one's cancellation (a client gone) must not cancel
-        vector = await asyncio.shield(self.query_vectors.vector(principal.project_id, query))
+        vector = await asyncio.shield(self.query_vectors.vector(principal.project_id, text))
         ranked = await self._reads.run(
             principal,
             lambda conn: db_recall.recall(
                 conn,
                 principal,
-                query=query,
+                query=text,
                 embedding=vector,
                 model=self.model,
-                scopes=scopes,
-                kinds=kinds,
-                categories=categories,
+                criteria=criteria,
                 weights=self._weights,
                 limit=limit,
-                occurred=occurred,
             ),
             db_recall.RECALL_SETTINGS,
         )
@@ -466,21 +383,21 @@ class MemoryService:
         return [RecallHit(memory, score, Signals(**signals)) for memory, score, signals in hits]
 
     @validation.storable_arguments
-    async def context(
-        self, principal: Principal, *, query: str | None = None, budget: int | None = None
-    ) -> ContextBlock:
-        """The block a trusted loop puts in its system prompt: pinned first, then the most
-        relevant to `query` (or the newest without one), within `budget` characters."""
-        budget = validation.bounded(
-            budget, self._limits.context_budget, self._limits.context_budget_max, field="budget"
-        )
-        scopes = checks.readable(principal, None)
-        if query is not None and query.strip():
-            query = validation.content(query, self._limits, field="query")
-            # the live count needs no vector: it is read while the model embeds the query
-            counting = asyncio.ensure_future(self._count_live(principal, scopes))
+    async def context(self, principal: Principal, q: ContextQuery = ContextQuery()) -> ContextBlock:
+        """The block a trusted loop puts in its system prompt: of the memories the filter
+        admits, pinned first, then the most relevant to `q.text` (or the newest without it),
+        within `budget` characters."""
+        validation.live_only(q)
+        budget = validation.number(q, "budget", self._limits)
+        criteria = self._criteria(principal, q.filter)
+        if q.text is not None and q.text.strip():
+            text = validation.content(q.text, self._limits, field="text")
+            # the count needs no vector: it is read while the model embeds the query
+            counting = asyncio.ensure_future(self._count(principal, criteria))
             try:
-                hits = await self._recall(principal, query, self._limits.context_candidates, scopes)
+                hits = await self._recall(
+                    principal, text, self._limits.context_candidates, criteria
+                )
             except BaseException:
                 # the recall failed or was cancelled: nothing waits for the count
                 counting.cancel()
@@ -493,14 +410,14 @@ class MemoryService:
         newest, total = await self._reads.run(
             principal,
             lambda conn: db_memories.context_memories(
-                conn, principal, scopes, self._limits.context_candidates
+                conn, principal, criteria, self._limits.context_candidates
             ),
         )
         return format_context(newest, budget, total)
 
-    async def _count_live(self, principal: Principal, scopes: tuple[Scope, ...]) -> int:
+    async def _count(self, principal: Principal, criteria: Criteria) -> int:
         return await self._reads.run(
-            principal, lambda conn: db_memories.count_live(conn, principal, scopes)
+            principal, lambda conn: db_memories.count_matching(conn, principal, criteria)
         )
 
     # --- realtime -------------------------------------------------------------------------

@@ -20,12 +20,12 @@ from memql.model import (
     InvalidationReason,
     Memory,
     NearDuplicate,
-    NewMemory,
     Principal,
     SaveOutcome,
     SaveResult,
     Scope,
 )
+from memql.requests import NewMemory
 from memql.rules import codec
 from memql.rules.saving import Absorb, Create, Thresholds, decide, near_duplicates, plan_batch
 from memql.settings import Settings
