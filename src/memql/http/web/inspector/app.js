@@ -7,16 +7,19 @@ const STORED = "memql.inspector.credentials";
 const PAGE_SIZE = 25;
 const FEED_KEEP = 200;
 
-const MEMORY = `id kind scope content key category pinned sourceThreadIds createdAt updatedAt
-  expiresAt invalidatedAt invalidationReason supersedes supersededBy`;
+// every field of a Memory (tests/unit/test_api_records.py holds it to schema.graphql)
+const MEMORY = `id kind scope content key category pinned sourceThreadIds source createdAt
+  updatedAt expiresAt occurredAt invalidatedAt invalidationReason supersedes supersededBy
+  embeddingModel`;
 const VIEWER = `query Viewer {
   viewer { userId projectName consumer grant { user project } eventCursor }
 }`;
-const MEMORIES = `query Memories($scope: MemoryScope, $kind: MemoryKind, $category: String,
-    $pinned: Boolean, $contains: String, $includeInvalidated: Boolean!, $first: Int!,
-    $after: String) {
-  memories(scope: $scope, kind: $kind, category: $category, pinned: $pinned, contains: $contains,
-           includeInvalidated: $includeInvalidated, first: $first, after: $after) {
+const MEMORIES = `query Memories($scope: MemoryScope, $kinds: [MemoryKind!],
+    $categories: [String!], $pinned: Boolean, $contains: String, $includeInvalidated: Boolean!,
+    $first: Int!, $after: String) {
+  memories(scope: $scope, kinds: $kinds, categories: $categories, pinned: $pinned,
+           contains: $contains, includeInvalidated: $includeInvalidated, first: $first,
+           after: $after) {
     edges { node { ${MEMORY} } }
     pageInfo { hasNextPage endCursor }
   }
@@ -173,10 +176,11 @@ function memoryCard(memory, extra = null) {
 function filters() {
   const data = new FormData($("#filters"));
   const text = (name) => data.get(name).trim() || null;
+  const one = (value) => (value ? [value] : null);
   return {
     scope: data.get("scope") || null,
-    kind: data.get("kind") || null,
-    category: text("category"),
+    kinds: one(data.get("kind")),
+    categories: one(text("category")),
     pinned: data.get("pinned") ? data.get("pinned") === "true" : null,
     contains: text("contains"),
     includeInvalidated: data.get("includeInvalidated") === "on",
@@ -264,6 +268,9 @@ async function openMemory(memory) {
     ["created", when(memory.createdAt)],
     ["updated", when(memory.updatedAt)],
     ["expires", when(memory.expiresAt)],
+    ["occurred", when(memory.occurredAt)],
+    ["source", memory.source && JSON.stringify(memory.source)],
+    ["model", memory.embeddingModel],
     ["invalidated", memory.invalidatedAt && `${when(memory.invalidatedAt)} (${memory.invalidationReason})`],
   ].filter(([, value]) => value);
   $("#detail-fields").replaceChildren(
