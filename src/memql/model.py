@@ -6,9 +6,11 @@ import enum
 import typing
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from memql.words import api
 
 if TYPE_CHECKING:
     from memql.requests import Criteria
@@ -169,28 +171,53 @@ class Memory:
     it) and the model that embedded it. Its fields are `MEMORY_FIELDS`: the columns of
     `memories` and every format of a memory are derived from them."""
 
-    id: uuid.UUID
-    project_id: uuid.UUID
-    scope: Scope
-    owner_id: str
-    kind: Kind
-    content: str
-    key: str | None
-    category: str
-    pinned: bool
-    source_thread_ids: tuple[str, ...]
-    source: dict[str, Any] | None
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
-    invalidated_at: datetime | None
-    invalidation_reason: InvalidationReason | None
-    supersedes: uuid.UUID | None
-    superseded_by: uuid.UUID | None
-    embedding_model: str
+    id: uuid.UUID = field(metadata=api("New for every version of a memory."))
+    project_id: uuid.UUID = field(metadata=api("The project it belongs to.", shown=False))
+    scope: Scope = field(metadata=api("Whose it is. {Scope}"))
+    owner_id: str = field(metadata=api("The user it belongs to ('' when shared).", shown=False))
+    kind: Kind = field(metadata=api("What it is. {Kind}"))
+    content: str = field(metadata=api("The statement."))
+    key: str | None = field(
+        metadata=api("Stable slug; saving with a live key supersedes that memory.")
+    )
+    category: str = field(metadata=api("A short label (`general` unless the save named one)."))
+    pinned: bool = field(metadata=api("Put first in the context block."))
+    source_thread_ids: tuple[str, ...] = field(
+        metadata=api("Ids of the conversations it came from.", for_agents=False)
+    )
+    source: dict[str, Any] | None = field(
+        metadata=api(
+            "Provenance (tool, agent, message); never used for access decisions.",
+            for_agents=False,
+        )
+    )
+    created_by: str = field(metadata=api("The user whose request saved it.", shown=False))
+    created_at: datetime = field(metadata=api("When memql learned it.", for_agents=False))
+    updated_at: datetime = field(metadata=api("Refreshed when a near-duplicate is absorbed."))
+    expires_at: datetime | None = field(
+        metadata=api("When it stops applying (it then reads as expired); null: never.")
+    )
+    invalidated_at: datetime | None = field(
+        metadata=api("Set when retired, superseded or expired.", for_agents=False)
+    )
+    invalidation_reason: InvalidationReason | None = field(metadata=api("{InvalidationReason}."))
+    supersedes: uuid.UUID | None = field(
+        metadata=api("The id of the version this one replaced.", for_agents=False)
+    )
+    superseded_by: uuid.UUID | None = field(
+        metadata=api("The id of the version that replaced this one.", for_agents=False)
+    )
+    embedding_model: str = field(
+        metadata=api("The model whose vector of it recall compares.", for_agents=False)
+    )
     # when the event an episodic memory records happened (createdAt is when memql learned it)
-    occurred_at: datetime | None = None
+    occurred_at: datetime | None = field(
+        default=None,
+        metadata=api(
+            "When the event an episodic memory records happened (createdAt is when it was"
+            " learned); null when not given."
+        ),
+    )
 
     def effective_invalidation(
         self, now: datetime

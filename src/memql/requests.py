@@ -30,59 +30,8 @@ from datetime import datetime
 from typing import Any, NewType, TypeVar
 
 from memql.errors import BadInput
-from memql.model import Kind, Order, Scope, unwrap_optional
-
-_API = "memql.api"
-_NESTED = "memql.nested"
-
-
-@dataclass(frozen=True)
-class Api:
-    """What the transports say of one field (see `api`)."""
-
-    description: str
-    graphql: str | None = None
-    mcp: str | None = None
-    agents: str | None = None
-    for_agents: bool = True
-    minimum: float | None = None
-    maximum: float | str | None = None
-    default: str | None = None
-    was: str | None = None
-
-
-def api(
-    description: str,
-    *,
-    graphql: str | None = None,
-    mcp: str | None = None,
-    agents: str | None = None,
-    for_agents: bool = True,
-    minimum: float | None = None,
-    maximum: float | str | None = None,
-    default: str | None = None,
-    was: str | None = None,
-) -> dict[str, Any]:
-    """A field's metadata for the transports.
-
-    `description` is the field's words for every caller; `{name}` in it is the `Limits` field
-    of that name, `{Kind}` and `{Scope}` the meanings of the enum's values, spelt as the
-    transport spells them. `agents` replaces the words for the MCP tools where agents need
-    others; `for_agents=False` leaves the field out of the tools. `graphql` and `mcp` name the
-    field where a transport does not follow its rule. `minimum` and `maximum` bound a number
-    (`maximum` a number or the name of a `Limits` field); `default` names the `Limits` field a
-    number takes when it is left out, which the schemas show. `was` is the field's former name,
-    which took one value of its list: still accepted, deprecated, for one release."""
-    return {
-        _API: Api(description, graphql, mcp, agents, for_agents, minimum, maximum, default, was)
-    }
-
-
-def nested(*, without: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Metadata of a field holding another record, whose fields become the operation's (but
-    for those named in `without`, which this operation refuses)."""
-    return {_NESTED: frozenset(without)}
-
+from memql.model import InvalidationReason, Kind, Order, Scope, or_list, unwrap_optional
+from memql.words import API_KEY, NESTED_KEY, Api, api, nested
 
 # --- the records ------------------------------------------------------------------------------
 
@@ -407,27 +356,23 @@ def arguments(*records: Part) -> tuple[Arg, ...]:
         record, without = part if isinstance(part, tuple) else (part, frozenset[str]())
         hints = typing.get_type_hints(record)
         for f in dataclasses.fields(record):
-            if _NESTED in f.metadata:
-                found += arguments((hints[f.name], without | f.metadata[_NESTED]))
+            if NESTED_KEY in f.metadata:
+                found += arguments((hints[f.name], without | f.metadata[NESTED_KEY]))
             elif f.name not in without:
                 kind, optional = unwrap_optional(hints[f.name])
-                found.append(Arg(f.name, record, kind, optional, _default(f), f.metadata[_API]))
+                found.append(Arg(f.name, record, kind, optional, _default(f), f.metadata[API_KEY]))
     names = [a.name for a in found]
     if len(names) != len(set(names)):
         raise TypeError(f"an operation's arguments share a name: {names}")
     return tuple(found)
 
 
-def api_of(record: type, name: str) -> Api:
-    """What the transports say of the field `name` of `record`."""
-    [meta] = [f.metadata[_API] for f in dataclasses.fields(record) if f.name == name]
-    return meta
-
-
 def refused(record: type) -> dict[str, frozenset[str]]:
     """The fields of each record nested in `record` that it refuses, by the nesting field."""
     return {
-        f.name: f.metadata[_NESTED] for f in dataclasses.fields(record) if _NESTED in f.metadata
+        f.name: f.metadata[NESTED_KEY]
+        for f in dataclasses.fields(record)
+        if NESTED_KEY in f.metadata
     }
 
 
@@ -441,10 +386,10 @@ def build(record: type[R], values: Mapping[str, Any]) -> R:
     hints = typing.get_type_hints(record)
     given: dict[str, Any] = {}
     for f in dataclasses.fields(record):  # type: ignore[arg-type]
-        if _NESTED in f.metadata:
+        if NESTED_KEY in f.metadata:
             given[f.name] = build(hints[f.name], values)
             continue
-        meta: Api = f.metadata[_API]
+        meta: Api = f.metadata[API_KEY]
         value = values.get(f.name)
         former = values.get(meta.was) if meta.was is not None else None
         if former is not None:
@@ -490,6 +435,7 @@ def describe(meta: Api, limits: Any, spell: Spelling, *, agents: bool = False) -
     (`agents`) where it has some, the values of `limits` and the enums' meanings filled in."""
     text = meta.agents if agents and meta.agents is not None else meta.description
     words: dict[str, str] = {e.__name__: meanings(e, spell) for e in MEANINGS}
+    words["InvalidationReason"] = or_list((str(r) for r in InvalidationReason), quote="`")
 
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)

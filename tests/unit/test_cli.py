@@ -323,6 +323,7 @@ def test_importing_the_cli_loads_its_parser_and_settings_only():
         "memql.errors",
         "memql.model",
         "memql.settings",
+        "memql.words",
     ]
     for heavy in ("psycopg", "uvicorn", "strawberry", "starlette", "numpy", "httpx"):
         assert heavy not in loaded

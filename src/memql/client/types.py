@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import enum
+import typing
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memql.model import Access, Consumer, ContextBlock, Kind, SaveOutcome, Scope, Signals
+from memql.model import (
+    Access,
+    Consumer,
+    ContextBlock,
+    Kind,
+    SaveOutcome,
+    Scope,
+    Signals,
+    unwrap_optional,
+)
+from memql.requests import camel
 
 
 def _time(value: str | None) -> datetime | None:
@@ -43,33 +55,29 @@ class Memory:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Memory:
-        return cls(
-            id=uuid.UUID(data["id"]),
-            kind=Kind[data["kind"]],
-            scope=Scope[data["scope"]],
-            content=data["content"],
-            key=data["key"],
-            category=data["category"],
-            pinned=data["pinned"],
-            source_thread_ids=tuple(data["sourceThreadIds"]),
-            source=data["source"],
-            created_at=datetime.fromisoformat(data["createdAt"]),
-            updated_at=datetime.fromisoformat(data["updatedAt"]),
-            expires_at=_time(data["expiresAt"]),
-            invalidated_at=_time(data["invalidatedAt"]),
-            invalidation_reason=data["invalidationReason"],
-            supersedes=_uuid(data["supersedes"]),
-            superseded_by=_uuid(data["supersededBy"]),
-            embedding_model=data["embeddingModel"],
-            occurred_at=_time(data["occurredAt"]),
-        )
+        """Each field from the GraphQL field of its name (`MEMORY_FIELDS`)."""
+        return cls(**{name: read(data[camel(name)]) for name, read in _MEMORY_READERS})
 
 
-# the selection that fills a `Memory`; one place, so a new field is one line here and one above
-MEMORY_FIELDS = """
-  id kind scope content key category pinned sourceThreadIds source createdAt updatedAt
-  expiresAt invalidatedAt invalidationReason supersedes supersededBy embeddingModel occurredAt
-"""
+def _reader(hint: Any) -> Any:
+    """How a field annotated `hint` is read from JSON (None stays None)."""
+    held, _ = unwrap_optional(hint)
+    if held is uuid.UUID:
+        read: Any = uuid.UUID
+    elif held is datetime:
+        read = datetime.fromisoformat
+    elif isinstance(held, type) and issubclass(held, enum.Enum):
+        read = held.__getitem__
+    elif typing.get_origin(held) is tuple:
+        read = tuple
+    else:
+        return lambda value: value
+    return lambda value: None if value is None else read(value)
+
+
+_MEMORY_READERS = [(name, _reader(hint)) for name, hint in typing.get_type_hints(Memory).items()]
+# the selection that fills a `Memory`: each of its fields, as GraphQL names it
+MEMORY_FIELDS = " ".join(camel(name) for name, _ in _MEMORY_READERS)
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
 import strawberry
-from strawberry.scalars import JSON
 
 from memql import requests
-from memql.graphql.types import MemoryOrder
+from memql.graphql.types import item_type
 from memql.model import Order
 from memql.requests import REQUIRED, Arg, camel, graphql_name
 from memql.rules.validation import parse_id
@@ -45,21 +44,10 @@ def description(arg: Arg) -> str:
     return requests.describe(arg.api, LIMITS, _spell)
 
 
-def _item_type(held: Any) -> Any:
-    """The GraphQL form of one value (the domain enums are registered by `types`)."""
-    if held is Order:
-        return MemoryOrder
-    if held is uuid.UUID:
-        return strawberry.ID
-    if held == dict[str, Any]:
-        return JSON
-    return held
-
-
 def annotation(arg: Arg) -> Any:
     """The argument's type: a list of its items for a tuple; nullable unless it is required, a
     flag, or a number whose default the schema shows."""
-    held = list[_item_type(arg.item)] if arg.is_list else _item_type(arg.held)  # type: ignore[misc]
+    held = list[item_type(arg.item)] if arg.is_list else item_type(arg.held)  # type: ignore[misc]
     if arg.optional and arg.api.default is None:
         return held | None
     return held
@@ -106,7 +94,7 @@ def parameters(*records: type, former_names: bool = False) -> list[inspect.Param
                     inspect.Parameter.KEYWORD_ONLY,
                     default=None,
                     annotation=Annotated[
-                        _item_type(arg.item) | None,
+                        item_type(arg.item) | None,
                         strawberry.argument(
                             description=f"One of `{name}`.",
                             deprecation_reason=f"Use `{name}`, which takes a list.",

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+import typing
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeAlias
+from typing import Annotated, Any, TypeAlias, TypeVar
 
 import strawberry
 from strawberry.scalars import JSON
 
-from memql import model
+from memql import model, requests
+from memql.settings import LIMITS
+from memql.words import API_KEY, Api
 
 # The domain enums, registered with GraphQL names; annotations use the domain classes themselves.
 strawberry.enum(model.Kind, name="MemoryKind", description="What a memory is.")
@@ -35,48 +40,59 @@ MemoryOrderField: TypeAlias = model.OrderField
 OrderDirection: TypeAlias = model.SortDirection
 
 
+C = TypeVar("C", bound=type)
+
+
+def item_type(held: Any) -> Any:
+    """The GraphQL form of one value of a domain field (the domain enums are registered
+    above)."""
+    if held is model.Order:
+        return MemoryOrder
+    if held is uuid.UUID:
+        return strawberry.ID
+    if held == dict[str, Any]:
+        return JSON
+    return held
+
+
+def shown_fields_of(record: type) -> Callable[[C], C]:
+    """A class decorator (under `strawberry.type`) giving the object type a field for each
+    field of `record` a transport shows (`Api.shown`), with its words; enums of text, such as
+    `InvalidationReason`, as their text."""
+
+    def add(cls: C) -> C:
+        hints = typing.get_type_hints(record)
+        annotations: dict[str, Any] = {}
+        for f in dataclasses.fields(record):
+            meta: Api = f.metadata[API_KEY]
+            if not meta.shown:
+                continue
+            held, optional = model.unwrap_optional(hints[f.name])
+            if isinstance(held, type) and issubclass(held, enum.StrEnum):
+                held = str
+            shown = (
+                list[item_type(typing.get_args(held)[0])]  # type: ignore[misc]
+                if typing.get_origin(held) is tuple
+                else item_type(held)
+            )
+            annotations[f.name] = shown | None if optional else shown
+            words = requests.describe(meta, LIMITS, lambda v: str(v.name))
+            setattr(cls, f.name, strawberry.field(description=words))
+        cls.__annotations__ = annotations
+        return cls
+
+    return add
+
+
 @strawberry.interface(description="An object that `node(id:)` fetches again by its id.")
 class Node:
     id: strawberry.ID
 
 
 @strawberry.type(description="A short, durable statement about a person or a project.")
+@shown_fields_of(model.Memory)
 class Memory(Node):
-    id: strawberry.ID = strawberry.field(description="New for every version of a memory.")
-    kind: MemoryKind
-    scope: MemoryScope
-    content: str
-    key: str | None = strawberry.field(
-        description="Stable slug; saving with a live key supersedes that memory."
-    )
-    category: str
-    pinned: bool
-    source_thread_ids: list[str]
-    source: JSON | None = strawberry.field(
-        description="Provenance (tool, agent, message); never used for access decisions."
-    )
-    created_at: datetime
-    updated_at: datetime = strawberry.field(
-        description="Refreshed when a near-duplicate is absorbed."
-    )
-    expires_at: datetime | None
-    occurred_at: datetime | None = strawberry.field(
-        description="When the event an episodic memory records happened (createdAt is when"
-        " it was learned); null when not given."
-    )
-    invalidated_at: datetime | None = strawberry.field(
-        description="Set when retired, superseded or expired."
-    )
-    invalidation_reason: str | None = strawberry.field(
-        description=f"{model.or_list(model.InvalidationReason, quote='`')}."
-    )
-    supersedes: strawberry.ID | None = strawberry.field(
-        description="The id of the version this one replaced."
-    )
-    superseded_by: strawberry.ID | None = strawberry.field(
-        description="The id of the version that replaced this one."
-    )
-    embedding_model: str
+    """The fields a memory shows, with their words (`model.Memory`)."""
 
     @classmethod
     def from_domain(cls, m: model.Memory) -> Memory:

@@ -6,6 +6,7 @@ act on. Validation, grants and events stay in the service; nothing here touches 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,7 +22,9 @@ from memql.model import (
     Scope,
 )
 from memql.requests import MemoryDraft, MemoryFilter, MemoryRef, PageRequest, RecallQuery
+from memql.rules.codec import json_value
 from memql.service import MemoryService
+from memql.words import API_KEY
 
 # the service's names that the tools spell otherwise (the records' own say so themselves)
 _TOOL_ARGUMENTS = requests.renames("mcp")
@@ -54,20 +57,16 @@ def _draft(part: requests.Part, a: Args, tool: str) -> MemoryDraft:
 # --- results ------------------------------------------------------------------------------
 
 
+# what agents see of a memory: the fields shown to them (`model.Memory`, `Api.for_agents`)
+AGENT_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(Memory)
+    if f.metadata[API_KEY].shown and f.metadata[API_KEY].for_agents
+)
+
+
 def memory_json(m: Memory) -> dict[str, Any]:
-    return {
-        "id": str(m.id),
-        "content": m.content,
-        "kind": m.kind.value,
-        "scope": m.scope.value,
-        "key": m.key,
-        "category": m.category,
-        "pinned": m.pinned,
-        "updated_at": m.updated_at.isoformat(),
-        "expires_at": m.expires_at.isoformat() if m.expires_at else None,
-        "occurred_at": m.occurred_at.isoformat() if m.occurred_at else None,
-        "invalidation_reason": m.invalidation_reason,
-    }
+    return {name: json_value(getattr(m, name)) for name in AGENT_FIELDS}
 
 
 def _near_json(near: tuple[NearDuplicate, ...]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from memql.errors import BadInput
 from memql.model import Scope
 from memql.requests import Criteria, MemoryDraft, MemoryFilter, NewMemory
 from memql.settings import LIMITS, Limits
+from memql.words import api_of
 
 # integers in JSON values: what every JSON client and PostgreSQL's bigint agree on
 JSON_INT_RANGE = range(-(2**63), 2**63)
@@ -159,11 +160,11 @@ def _number_text(value: float) -> str:
 
 
 def number(record: Any, name: str, limits: Limits, *, absent: float | None = None) -> Any:
-    """The number `record.<name>` within the bounds its field states (`requests.api`); when
+    """The number `record.<name>` within the bounds its field states (`words.api`); when
     left out, the `Limits` field the field names as its default, else `absent`. BadInput
     naming the field when it is out of bounds."""
     value = getattr(record, name)
-    meta = requests.api_of(type(record), name)
+    meta = api_of(type(record), name)
     if value is None:
         shown = requests.default(meta, limits)
         return shown if shown is not None else absent
