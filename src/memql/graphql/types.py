@@ -263,7 +263,9 @@ class EraseResult:
 class MemoryContext:
     text: str
     count: int = strawberry.field(description="Memories in the block.")
-    omitted: int = strawberry.field(description="Live memories left out to fit the budget.")
+    omitted: int = strawberry.field(
+        description="Live memories the filter admits, left out to fit the budget."
+    )
 
 
 @strawberry.type
