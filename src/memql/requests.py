@@ -87,7 +87,10 @@ class MemoryDraft:
     )
     expires_at: datetime | None = field(
         default=None,
-        metadata=api("The instant after which the memory no longer applies (it reads as retired)."),
+        metadata=api(
+            "The instant (ISO 8601) after which the memory no longer applies (it then reads as"
+            " expired)."
+        ),
     )
     occurred_at: datetime | None = field(
         default=None,
