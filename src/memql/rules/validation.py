@@ -155,6 +155,16 @@ def parse_id(value: str, *, argument: str = "id", what: str = "memory id") -> uu
         raise BadInput(f"`{argument}` is not a {what} (a UUID)", argument=argument) from None
 
 
+def bounded(value: int | None, default: int, maximum: int, *, field: str) -> int:
+    """A count in 1..`maximum`, `default` when left out (for arguments that are not a
+    record's: a record's numbers state their bounds, `number`)."""
+    if value is None:
+        return default
+    if not 1 <= value <= maximum:
+        raise BadInput(f"`{field}` must be between 1 and {maximum}", field=field)
+    return value
+
+
 def _number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
