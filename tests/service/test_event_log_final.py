@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.db import webhooks as db_webhooks
 from memql.db.migrate import migrate
 from memql.db.pool import owner_connection
@@ -186,6 +187,24 @@ async def _migrate_until(url: str, last: str) -> None:
                 await conn.execute("insert into schema_migrations (name) values (%s)", (name,))
 
 
+async def _old_tenant(url: str) -> Tenant:
+    """A project and its key as the schema of the global log held them (`make_tenant` writes
+    columns that later migrations added)."""
+    key = generate_key()
+    async with await owner_connection(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "insert into projects (name) values (%s) returning id, name",
+            (f"test-{uuid.uuid4().hex[:10]}",),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        await conn.execute(
+            "insert into api_keys (project_id, prefix, key_hash, consumer) values (%s, %s, %s, %s)",
+            (row[0], display_prefix(key), hash_key(key), Consumer.AGENT.value),
+        )
+    return Tenant(row[0], row[1], key)
+
+
 async def _old_event(conn: psycopg.AsyncConnection[Any], project_id: uuid.UUID) -> int:
     """An event as the global log wrote it (its cursor from the table's identity)."""
     cur = await conn.execute(
@@ -206,7 +225,7 @@ async def test_cursors_held_from_the_global_log_resume_exactly_after_the_migrati
     gets exactly the events of its project it had not seen: none missed, none repeated."""
     async with fresh_database(database_url, migrated=False) as url:
         await _migrate_until(url, "010_credential_check")
-        a, b = await make_tenant(url), await make_tenant(url)
+        a, b = await _old_tenant(url), await _old_tenant(url)
         async with await owner_connection(url, autocommit=True) as conn:
             old_a, old_b = [], []
             for project in "aabab" + "bb":
