@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from redis import asyncio as aioredis
@@ -63,7 +63,8 @@ def redis_from_url(url: str, **kwargs: Any) -> aioredis.Redis:
         kwargs["username"] = unquote(parts.username)
     if parts.scheme.startswith("rediss"):
         kwargs["ssl"] = True
-    return sentinel.master_for(service, db=db, **kwargs)
+    # redis-py leaves master_for unannotated: it builds its `redis_class`, a Redis by default
+    return cast(aioredis.Redis, sentinel.master_for(service, db=db, **kwargs))
 
 
 async def watch_master(

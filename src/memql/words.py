@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 API_KEY = "memql.api"
 NESTED_KEY = "memql.nested"
@@ -70,4 +70,5 @@ def nested(*, without: tuple[str, ...] = ()) -> dict[str, Any]:
 def api_of(record: type, name: str) -> Api:
     """What the transports say of the field `name` of `record`."""
     [meta] = [f.metadata[API_KEY] for f in dataclasses.fields(record) if f.name == name]
-    return meta
+    # dataclass metadata is a mapping of Any: `api` is what writes this key, always an Api
+    return cast(Api, meta)

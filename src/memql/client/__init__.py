@@ -23,11 +23,11 @@ from memql.client.types import (
     Page,
     RecallHit,
     SaveResult,
-    Signals,
     SupersedeResult,
     Viewer,
     Webhook,
 )
+from memql.model import Signals
 
 __all__ = [
     "AsyncClient",

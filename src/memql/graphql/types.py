@@ -8,7 +8,7 @@ import typing
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
 import strawberry
 from strawberry.scalars import JSON
@@ -16,6 +16,9 @@ from strawberry.scalars import JSON
 from memql import model, requests
 from memql.settings import LIMITS
 from memql.words import API_KEY, Api
+
+if TYPE_CHECKING:
+    from memql.graphql.context import Context
 
 # The domain enums, registered with GraphQL names; annotations use the domain classes themselves.
 strawberry.enum(model.Kind, name="MemoryKind", description="What a memory is.")
@@ -164,7 +167,7 @@ class MemoryConnection:
     )
     async def total_count(self, info: strawberry.Info) -> int:
         assert self._page.criteria is not None
-        context = info.context
+        context: Context = info.context
         return await context.service.count_memories(context.principal, self._page.criteria)
 
     @classmethod
@@ -288,7 +291,7 @@ class Viewer:
         " to start (a subscription without `since` starts once it is set up)."
     )
     async def event_cursor(self, info: strawberry.Info) -> str:
-        context = info.context
+        context: Context = info.context
         return await context.service.event_cursor(context.principal)
 
 

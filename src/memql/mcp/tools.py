@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from memql import requests
 from memql.mcp.arguments import Args, record_of, tool_args
@@ -51,7 +51,8 @@ ForgetArgs = tool_args("ForgetArgs", MemoryRef)
 
 
 def _draft(part: requests.Part, a: Args, tool: str) -> MemoryDraft:
-    return replace(record_of(part, a), source={"via": "mcp", "tool": tool})
+    # record_of cannot say which record: a part given here is SAVED or SUPERSEDING, a MemoryDraft
+    return replace(cast(MemoryDraft, record_of(part, a)), source={"via": "mcp", "tool": tool})
 
 
 # --- results ------------------------------------------------------------------------------

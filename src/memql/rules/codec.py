@@ -104,9 +104,11 @@ def snapshot(memory: Memory) -> dict[str, Any]:
     """The memory as an event payload records it: what the save said, with the API's names,
     its id and the version it replaced (JSON-safe)."""
     said = {camel(name): getattr(memory, name) for name in NEW_MEMORY_FIELDS}
-    return json.loads(
+    # json.loads is typed Any: a dict dumped loads as a dict
+    loaded: dict[str, Any] = json.loads(
         json.dumps(
             {"id": memory.id, **said, "supersedes": memory.supersedes},
             default=lambda v: json_value(v) if not isinstance(v, datetime) else str(v),
         )
     )
+    return loaded

@@ -14,5 +14,5 @@ class Backoff:
     def delay(self, failures: int) -> float:
         """Seconds before the next attempt after `failures` failures in a row (jittered
         downwards, so endpoints that failed together do not retry together)."""
-        base = min(self.most, self.first * 2 ** min(failures - 1, 30))
+        base = min(self.most, self.first * 2.0 ** min(failures - 1, 30))
         return base * random.uniform(0.75, 1.0)
