@@ -51,7 +51,7 @@ from memql.testing import RedisProcess, ServeProcess, log_event, make_tenant, ne
 
 QUERY = (
     "subscription($since: String) { memoryEvents(scope: PROJECT, since: $since)"
-    " { cursor type memoryId occurredAt } }"
+    " { cursor type memoryId changedAt } }"
 )
 
 

@@ -12,7 +12,7 @@ import websockets
 MEMORY_EVENTS = """
 subscription Events($scope: MemoryScope, $since: String) {
   memoryEvents(scope: $scope, since: $since) {
-    cursor type scope memoryId occurredAt
+    cursor type scope memoryId changedAt
     memory { id content invalidatedAt invalidationReason }
   }
 }

@@ -349,7 +349,10 @@ class MemoryEvent:
     """One change to memories, as the realtime stream delivers it.
 
     `memory` is the memory as a list would show it when the event is relayed or replayed (its
-    newest state), or None once erased.
+    newest state), or None once erased. `changed_at` is when the write that made the change
+    began in the database (its transaction's start, shared by all of one write's events); the
+    cursor, not this time, gives the order. (A memory's own `occurred_at` is another fact:
+    when what the memory describes happened.)
     """
 
     cursor: int
@@ -359,7 +362,7 @@ class MemoryEvent:
     type: EventType
     memory_id: uuid.UUID | None
     actor_id: str
-    occurred_at: datetime
+    changed_at: datetime
     memory: Memory | None = None
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 import websockets
 
-from tests.operations import RETIRE, SAVE
+from tests.operations import RETIRE, SAVE, SAVE_MANY
 from tests.ws import EventSubscription, StreamEnded
 
 
@@ -48,6 +49,52 @@ async def test_a_subscriber_gets_each_readable_event_once_in_cursor_order(
     retired = events[2]["memory"]
     assert retired["id"] == a["memory"]["id"]
     assert retired["invalidationReason"] == "retired" and retired["invalidatedAt"]
+
+
+EVENT_TIMES = """
+subscription Events($since: String) {
+  memoryEvents(since: $since) {
+    cursor type changedAt occurredAt memory { createdAt invalidatedAt occurredAt }
+  }
+}
+"""
+
+
+async def test_an_events_changed_at_is_its_writes_time_and_its_former_name_gives_the_same(
+    server, alice, tenant
+):
+    """`changedAt` is when the write that made the change began: every event of one write shares
+    it, and it comes before the times the write gave the memory (its `createdAt`, its
+    `invalidatedAt`). It is not the memory's `occurredAt`. The deprecated `occurredAt` of an
+    event is the same time, live and replayed."""
+    episodes = [
+        {"content": f"Ran a race in {city}.", "kind": "EPISODIC", "occurredAt": "2019-06-01"}
+        for city in ("Oslo", "Rome")
+    ]
+    before = datetime.now(UTC)
+    async with EventSubscription(server, tenant.key, "alice", query=EVENT_TIMES) as live:
+        saved = (await alice.ok(SAVE_MANY, {"inputs": episodes}))["saveMemories"]
+        await alice.ok(RETIRE, {"id": saved[0]["memory"]["id"]})
+        events = await live.take(3)
+    after = datetime.now(UTC)
+    async with EventSubscription(
+        server, tenant.key, "alice", since=live.variables["since"], query=EVENT_TIMES
+    ) as replay:
+        replayed = await replay.take(3)
+
+    def times(e: dict) -> tuple[str, str, str]:
+        return e["cursor"], e["changedAt"], e["occurredAt"]
+
+    assert [times(e) for e in replayed] == [times(e) for e in events]
+    assert [e["type"] for e in events] == ["memory.created", "memory.created", "memory.retired"]
+    assert all(e["occurredAt"] == e["changedAt"] for e in events)
+    first, second, retired = (datetime.fromisoformat(e["changedAt"]) for e in events)
+    assert first == second  # one batch, one write
+    assert before <= first < retired <= after
+    for e in events[:2]:
+        assert first <= datetime.fromisoformat(e["memory"]["createdAt"])
+        assert e["memory"]["occurredAt"].startswith("2019-06-01")
+    assert retired <= datetime.fromisoformat(events[2]["memory"]["invalidatedAt"])
 
 
 async def test_since_replays_then_goes_live_with_no_gap_and_no_duplicate(server, alice, tenant, db):

@@ -51,7 +51,7 @@ REMOVE = "mutation Remove($id: ID!) { removeWebhook(id: $id) }"
 ALL_EVENT_FIELDS = f"""
 subscription Events($since: String) {{
   memoryEvents(since: $since) {{
-    cursor type scope memoryId actorId occurredAt memory {{ {MEMORY_FIELDS} }}
+    cursor type scope memoryId actorId changedAt occurredAt memory {{ {MEMORY_FIELDS} }}
   }}
 }}
 """
@@ -317,6 +317,8 @@ async def test_events_arrive_signed_in_order_through_failures_and_timeouts_witho
         "memory.created", "memory.created",
     ]  # fmt: skip
     assert {r.event["actorId"] for r in accepted} == {"alice", "bob"}
+    # the change's time as `changedAt`, and under its former name too, for this release
+    assert all(r.event["occurredAt"] == r.event["changedAt"] for r in accepted)
 
     # the filtered endpoint got its one type, undisturbed by the other's failures
     await until(lambda: len(receiver.accepted("/retired")) == 1, what="the retired event")
@@ -393,7 +395,7 @@ async def test_a_target_is_checked_again_when_delivering(receiver: Receiver):
     )  # fmt: skip
     event = MemoryEvent(
         cursor=1, project_id=hook.project_id, scope=Scope.PROJECT, owner_id="",
-        type="memory.erased", memory_id=None, actor_id="alice", occurred_at=datetime.now(UTC),
+        type="memory.erased", memory_id=None, actor_id="alice", changed_at=datetime.now(UTC),
     )  # fmt: skip
     port = receiver.url.rsplit(":", 1)[1]
     nat64 = replace(hook, url=f"http://[64:ff9b::7f00:1]:{port}/rebound")

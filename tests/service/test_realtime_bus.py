@@ -4,6 +4,7 @@ subscriber follows several owners (its own and the project's) whose events inter
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ def event(cursor: int, project: uuid.UUID, scope: Scope, owner: str) -> MemoryEv
         type=EventType.CREATED,
         memory_id=uuid.uuid4(),
         actor_id=owner,
-        occurred_at=datetime.now(UTC),
+        changed_at=datetime.now(UTC),
         memory=None,
     )
 
@@ -89,3 +90,14 @@ async def test_an_idle_inbox_is_woken_by_the_bus_without_a_timer_of_its_own() ->
             assert len(box) == 0
     finally:
         await bus.stop()
+
+
+def test_a_message_of_the_former_shape_decodes_to_the_same_event() -> None:
+    """A relay of the previous release, still leading while other instances are upgraded, sends
+    an event's time as `occurred_at`: for this release it decodes to the same `changed_at`."""
+    sent = event(7, uuid.uuid4(), Scope.USER, "alice")
+    text = wire.encode(sent, 3)
+    message = json.loads(text)
+    assert message["changed_at"] == sent.changed_at.isoformat() and "occurred_at" not in message
+    former = {("occurred_at" if k == "changed_at" else k): v for k, v in message.items()}
+    assert wire.decode(json.dumps(former)) == wire.decode(text) == wire.Relayed(sent, 3)

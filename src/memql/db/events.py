@@ -25,10 +25,12 @@ from memql.model import EventType, MemoryEvent, Principal, Scope
 RELAY_LOCK = 0x6D656D716C_01
 NOTIFY_CHANNEL = "memql_events"
 
+# the log's `occurred_at` column (001_core.sql, `default now()`) is an event's `changed_at`: the
+# column keeps its first name, which a rename would take from instances still reading it
 _EVENT_COLUMNS = f"""
     e.cursor as e_cursor, e.project_id as e_project_id, e.scope as e_scope,
     e.owner_id as e_owner_id, e.type as e_type, e.memory_id as e_memory_id,
-    e.actor_id as e_actor_id, e.occurred_at as e_occurred_at, {MEMORY_COLUMNS}
+    e.actor_id as e_actor_id, e.occurred_at as e_changed_at, {MEMORY_COLUMNS}
 """
 
 
@@ -57,7 +59,7 @@ def _event(row: dict[str, Any]) -> MemoryEvent:
         type=EventType(row["e_type"]),
         memory_id=row["e_memory_id"],
         actor_id=row["e_actor_id"],
-        occurred_at=row["e_occurred_at"],
+        changed_at=row["e_changed_at"],
         memory=memory_from_row(row) if row["id"] is not None else None,
     )
 

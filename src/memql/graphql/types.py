@@ -315,7 +315,11 @@ class MemoryEvent:
         " itself); null on project-scope events, which never tell one user who else changed"
         " the shared memories (the project's own webhooks do name the user)."
     )
-    occurred_at: datetime
+    changed_at: datetime = strawberry.field(
+        description="When the change was made: when the write that made it began (every event"
+        " of one write shares it). Events are ordered by cursor, not by this time. A memory's"
+        " `occurredAt` is another time: when what the memory describes happened."
+    )
     # results of selections already executed on this event (graphql/rendering.py)
     renders: strawberry.Private[dict[Any, Any] | None] = None
 
@@ -331,8 +335,15 @@ class MemoryEvent:
             # the same for every user reading the event: a user-scope event is read by its
             # owner only, who made it; a project-scope one by the whole project
             actor_id=e.actor_id if name_actor or e.scope is model.Scope.USER else None,
-            occurred_at=e.occurred_at,
+            changed_at=e.changed_at,
         )
+
+    @strawberry.field(
+        description="The former name of `changedAt`, for this release only.",
+        deprecation_reason="Use `changedAt`, the same time (a memory's `occurredAt` is another).",
+    )
+    def occurred_at(self) -> datetime:
+        return self.changed_at
 
 
 @strawberry.type(description="An HTTP endpoint that receives the project's memory events.")

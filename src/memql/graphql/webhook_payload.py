@@ -39,7 +39,11 @@ def _graphql_value(value: Any) -> Any:
 
 
 def event_json(event: model.MemoryEvent) -> dict[str, Any]:
-    return dict(_graphql_value(MemoryEvent.from_domain(event, name_actor=True)))
+    fields = dict(_graphql_value(MemoryEvent.from_domain(event, name_actor=True)))
+    # `changedAt` under its former name too, for this release only: receivers may still parse
+    # it (the schema's deprecated `occurredAt` is a resolver, so not among the fields above)
+    fields["occurredAt"] = fields["changedAt"]
+    return fields
 
 
 def body(event: model.MemoryEvent) -> bytes:

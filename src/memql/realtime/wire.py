@@ -59,7 +59,7 @@ def encode(event: MemoryEvent, epoch: int) -> str:
             "type": str(event.type),
             "memory_id": str(event.memory_id) if event.memory_id else None,
             "actor_id": event.actor_id,
-            "occurred_at": event.occurred_at.isoformat(),
+            "changed_at": event.changed_at.isoformat(),
             "memory": memory_to_dict(event.memory) if event.memory else None,
             "credential_epoch": epoch,
         },
@@ -69,8 +69,9 @@ def encode(event: MemoryEvent, epoch: int) -> str:
 
 def decode(text: str) -> Relayed:
     d = json.loads(text)
-    occurred_at = parse_time(d["occurred_at"])
-    assert occurred_at is not None
+    # "occurred_at": the key's name before this release, from a relay that has not been upgraded
+    changed_at = parse_time(d["changed_at"] if "changed_at" in d else d["occurred_at"])
+    assert changed_at is not None
     epoch = d.get("credential_epoch")
     event = MemoryEvent(
         cursor=int(d["cursor"]),
@@ -80,7 +81,7 @@ def decode(text: str) -> Relayed:
         type=EventType(d["type"]),
         memory_id=uuid.UUID(d["memory_id"]) if d["memory_id"] else None,
         actor_id=d["actor_id"],
-        occurred_at=occurred_at,
+        changed_at=changed_at,
         memory=memory_from_dict(d["memory"]) if d["memory"] else None,
     )
     return Relayed(event, None if epoch is None else int(epoch))
