@@ -16,11 +16,15 @@ from graphql import (
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLSchema,
+    TypeInfo,
+    TypeInfoVisitor,
+    Visitor,
     build_schema,
     get_named_type,
     parse,
     validate,
     value_from_ast,
+    visit,
 )
 
 from memql import requests
@@ -232,3 +236,36 @@ def test_every_inspector_document_is_valid_against_the_schema():
     assert {"MEMORIES", "RECALL", "SAVE", "EVENTS"} <= set(documents)
     for name, document in documents.items():
         assert validate(SCHEMA, parse(document)) == [], name
+
+
+def deprecated_in(document: str) -> list[str]:
+    """The deprecated fields and arguments `document` uses."""
+    info = TypeInfo(SCHEMA)
+    found: list[str] = []
+
+    class Uses(Visitor):
+        def enter_field(self, node: Any, *_: Any) -> None:
+            field = info.get_field_def()
+            if field is not None and field.deprecation_reason:
+                found.append(f"{info.get_parent_type()}.{node.name.value}")
+
+        def enter_argument(self, node: Any, *_: Any) -> None:
+            argument = info.get_argument()
+            if argument is not None and argument.deprecation_reason:
+                found.append(f"argument {node.name.value}")
+
+    visit(parse(document), TypeInfoVisitor(info, Uses()))
+    return found
+
+
+def test_no_client_or_inspector_document_uses_a_deprecated_field_or_argument():
+    from memql.client.events import SUBSCRIPTION
+
+    assert deprecated_in("subscription { memoryEvents { occurredAt } }") == [
+        "MemoryEvent.occurredAt"
+    ]
+    assert validate(SCHEMA, parse(SUBSCRIPTION)) == []
+    documents = [o.document for o in client_operations()] + [SUBSCRIPTION]
+    documents += [d for name, d in inspector_documents().items() if name != "MEMORY"]
+    for document in documents:
+        assert deprecated_in(document) == [], document

@@ -25,7 +25,7 @@ SUBPROTOCOL = "graphql-transport-ws"
 SUBSCRIPTION = f"""
 subscription Events($scope: MemoryScope, $since: String) {{
   memoryEvents(scope: $scope, since: $since) {{
-    cursor type scope memoryId actorId occurredAt memory {{ {MEMORY_FIELDS} }}
+    cursor type scope memoryId actorId changedAt memory {{ {MEMORY_FIELDS} }}
   }}
 }}
 """

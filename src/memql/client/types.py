@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import typing
 import uuid
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -198,7 +199,10 @@ class Viewer:
 
 @dataclass(frozen=True)
 class MemoryEvent:
-    """One change to a memory the caller may read; keep `cursor` to resume after it."""
+    """One change to a memory the caller may read; keep `cursor` to resume after it.
+
+    `changed_at` is when the change was made (the time its write began); a memory's own
+    `occurred_at` is when what it describes happened."""
 
     cursor: str
     type: str
@@ -206,7 +210,15 @@ class MemoryEvent:
     memory_id: uuid.UUID | None
     memory: Memory | None
     actor_id: str | None
-    occurred_at: datetime
+    changed_at: datetime
+
+    @property
+    def occurred_at(self) -> datetime:
+        """Deprecated, for this release only: `changed_at`, under its former name."""
+        warnings.warn(
+            "MemoryEvent.occurred_at is deprecated: use `changed_at`", DeprecationWarning, 2
+        )
+        return self.changed_at
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MemoryEvent:
@@ -217,7 +229,7 @@ class MemoryEvent:
             memory_id=_uuid(data["memoryId"]),
             memory=Memory.from_json(data["memory"]) if data["memory"] else None,
             actor_id=data.get("actorId"),
-            occurred_at=datetime.fromisoformat(data["occurredAt"]),
+            changed_at=datetime.fromisoformat(data["changedAt"]),
         )
 
 

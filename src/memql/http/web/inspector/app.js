@@ -36,7 +36,7 @@ const SAVE = `mutation Save($input: SaveMemoryInput!) {
 const RETIRE = `mutation Retire($id: ID!) { retireMemory(id: $id) { ${MEMORY} } }`;
 const RESTORE = `mutation Restore($id: ID!) { restoreMemory(id: $id) { ${MEMORY} } }`;
 const EVENTS = `subscription Events($since: String) {
-  memoryEvents(since: $since) { cursor type scope memoryId occurredAt memory { ${MEMORY} } }
+  memoryEvents(since: $since) { cursor type scope memoryId changedAt memory { ${MEMORY} } }
 }`;
 
 const $ = (selector) => document.querySelector(selector);
@@ -349,7 +349,7 @@ function showEvent(event) {
       el("span", { class: "type" }, event.type.replace("memory.", "")),
       el("span", { class: "cursor" }, `#${event.cursor}`),
       el("p", {}, memory ? memory.content : `memory ${event.memoryId ?? ""} erased`),
-      el("small", {}, `${event.scope.toLowerCase()} · ${when(event.occurredAt)}`),
+      el("small", {}, `${event.scope.toLowerCase()} · ${when(event.changedAt)}`),
     ),
   );
   while (feed.children.length > FEED_KEEP) feed.lastElementChild.remove();
