@@ -64,6 +64,22 @@ async def test_a_batch_and_one_more_save_over_the_budget_write_nothing(
     assert await memory_count(db, tenant) == 100
 
 
+async def test_a_variable_left_to_its_default_counts_its_default_inputs(
+    alice: GraphQLClient, tenant, db
+):
+    # 30 aliases of one variable whose declared default holds 4 inputs: 120 memories
+    default = ", ".join(f'{{content: "Default {i}.", kind: TOPICAL}}' for i in range(4))
+    fields = " ".join(f"b{i}: saveMemories(inputs: $i) {{ outcome }}" for i in range(30))
+    query = f"mutation Defaults($i: [SaveMemoryInput!]! = [{default}]) {{ {fields} }}"
+    body = await alice.raw(query)
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", body
+    assert "120" in body["errors"][0]["message"]
+    assert await memory_count(db, tenant) == 0
+    # the variable given counts what is given
+    data = await alice.ok(query, {"i": inputs(3, "given")})
+    assert len(data) == 30 and len(data["b0"]) == 3
+
+
 async def test_the_budget_holds_over_a_websocket(server, tenant, db):
     init = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "alice"}
     variables = {f"b{i}": inputs(60, f"ws{i}") for i in range(2)}

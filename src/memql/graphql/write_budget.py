@@ -5,7 +5,8 @@ would write 3,000 memories in one request. So before a mutation runs, its writes
 over the whole operation (every field and alias, fragments included; `saveMemories` counts its
 inputs, every other mutation field one) and an operation over the budget is refused with
 BAD_USER_INPUT before anything is written. Fields under `@skip`/`@include` are counted too: the
-count may be high, never low.
+count may be high, never low. A variable the request leaves out counts at its declared default
+(a default list of 100 inputs, aliased, would write 100 a field).
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from graphql import (
     FragmentSpreadNode,
     GraphQLError,
     InlineFragmentNode,
-    ListValueNode,
+    OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
-    ValueNode,
-    VariableNode,
+    value_from_ast_untyped,
 )
+from graphql.pyutils import Undefined
 from graphql.utilities import get_operation_ast
 from strawberry.extensions import SchemaExtension
 
@@ -42,6 +43,7 @@ def count_writes(
     operation = get_operation_ast(document, operation_name)
     if operation is None or operation.operation is not OperationType.MUTATION:
         return 0
+    values = variable_values(operation, variables)
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
@@ -50,7 +52,7 @@ def count_writes(
         total = 0
         for selection in selection_set.selections:
             if isinstance(selection, FieldNode):
-                total += _field_writes(selection, variables or {})
+                total += field_writes(selection, values)
             elif isinstance(selection, InlineFragmentNode):
                 total += writes(selection.selection_set, spread)
             elif isinstance(selection, FragmentSpreadNode):
@@ -62,20 +64,38 @@ def count_writes(
     return writes(operation.selection_set, frozenset())
 
 
-def _field_writes(field: FieldNode, variables: Mapping[str, Any]) -> int:
+def variable_values(
+    operation: OperationDefinitionNode, variables: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The operation's variables as the request gives them, each one it leaves out at the
+    default the operation declares for it (as execution will see them)."""
+    values = {
+        d.variable.name.value: value_from_ast_untyped(d.default_value)
+        for d in operation.variable_definitions or ()
+        if d.default_value is not None
+    }
+    return {**values, **(variables or {})}
+
+
+def argument(field: FieldNode, name: str, values: Mapping[str, Any]) -> Any:
+    """The value of `field`'s argument `name` (a literal, or a variable among `values`, the
+    result of `variable_values`); None when it is not given."""
+    node = next((a.value for a in field.arguments or () if a.name.value == name), None)
+    if node is None:
+        return None
+    value = value_from_ast_untyped(node, dict(values))
+    return None if value is Undefined else value
+
+
+def field_writes(field: FieldNode, values: Mapping[str, Any]) -> int:
+    """The memories one mutation field writes at most: `saveMemories` its inputs (a single
+    input object is a list of one), any other field one."""
     if field.name.value == "__typename":
         return 0
     if field.name.value != BATCH_FIELD:
         return 1
-    value: ValueNode | None = next(
-        (a.value for a in field.arguments or () if a.name.value == BATCH_ARGUMENT), None
-    )
-    if isinstance(value, VariableNode):
-        given = variables.get(value.name.value)
-        return len(given) if isinstance(given, list) else 1
-    if isinstance(value, ListValueNode):
-        return len(value.values)
-    return 1
+    given = argument(field, BATCH_ARGUMENT, values)
+    return len(given) if isinstance(given, list) else 1
 
 
 class WriteBudget(SchemaExtension):
