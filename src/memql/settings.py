@@ -546,6 +546,29 @@ class Settings:
         " rate at once",
         default=2.0,
     )
+    max_request_cost: int = setting(
+        "MEMQL_MAX_REQUEST_COST",
+        integer(minimum=0),
+        "the most one GraphQL request (all the operations of a batch together) may cost, in"
+        " points of event-loop work counted from its document before it runs (a field resolved"
+        " 1, a memory read 10, a call of the service 150, an operation 50; for every alias and"
+        " every item of a page or recall above it; 3 to 5 µs a point on a 2-core machine,"
+        " `graphql/budgets.py`); over it: `BAD_USER_INPUT`, nothing runs. 30 aliased pages of"
+        " 200 cost 137,000; 100 memories saved with the Python client's full answer 36,000."
+        " `0`: not bounded",
+        default=50_000,
+    )
+    project_cost_at_once: int = setting(
+        "MEMQL_PROJECT_COST_AT_ONCE",
+        integer(minimum=0),
+        "the points one project's GraphQL requests running at once on an instance may cost"
+        " together (a costlier request runs alone); the next waits for its turn, first come"
+        " first served, at most `MEMQL_POOL_TIMEOUT_SECONDS`, then HTTP 429"
+        " `TOO_MANY_REQUESTS` with nothing run. Bounds how long one project's work keeps every"
+        " other project's requests waiting on the instance's one event loop. Subscriptions'"
+        " events and `/mcp` calls do not count. `0`: not shared",
+        default=10_000,
+    )
     redis_url: str | None = setting(
         "REDIS_URL",
         text,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from http import HTTPStatus
 from typing import Any
@@ -48,6 +49,7 @@ from memql.graphql.strawberry_internals import (
     BaseGraphQLWSHandler,
     ConnectionInitMessage,
     Operation,
+    core_schema,
 )
 from memql.http import request_body, web
 from memql.http.errors import error_response
@@ -249,7 +251,11 @@ class GraphQLApp(GraphQL[Context, None]):
             max_writes=schema.max_writes,
             max_aliases=schema.max_aliases,
             max_root_fields=budget.MAX_ROOT_FIELDS,
+            max_cost=schema.max_cost,
         )
+        self._shares: budget.CostShares | None = schema.cost_shares
+        self._limits = schema.limits
+        self._types = core_schema(schema)
 
         # 0 turns automatic persisted queries off
         self._persisted = (
@@ -308,26 +314,54 @@ class GraphQLApp(GraphQL[Context, None]):
             if isinstance(data, GraphQLRequestData)
             and (plan := self._plan(data, context)) is not None
         ]
-        refusal = budget.over_budget(self._budgets, planned)
+        spent = budget.batch_cost(
+            self._types, planned, self._limits, ceiling=self._budgets.max_cost or None
+        )
+        refusal = budget.over_budget(self._budgets, planned, spent)
         if refusal is not None:
             return [
                 data if isinstance(data, ExecutionResult) else _refused(refusal)
                 for data in prepared
             ]
         results: list[ExecutionResult] = []
-        # the request's database time (MEMQL_REQUEST_TIMEOUT_SECONDS) is the batch's: past it
-        # nothing more starts, and no statement runs on
-        with request_deadline(self._request_timeout):
-            for data in prepared:
-                if isinstance(data, ExecutionResult):
-                    results.append(data)
-                    continue
-                results.append(
-                    await self._run(
-                        request, request_adapter, sub_response, context, root_value, data
+        async with self._share(context, spent) as refused:
+            if refused is not None:
+                return [
+                    data if isinstance(data, ExecutionResult) else _refused(refused)
+                    for data in prepared
+                ]
+            # the request's database time (MEMQL_REQUEST_TIMEOUT_SECONDS) is the batch's: past
+            # it nothing more starts, and no statement runs on
+            with request_deadline(self._request_timeout):
+                for data in prepared:
+                    if isinstance(data, ExecutionResult):
+                        results.append(data)
+                        continue
+                    results.append(
+                        await self._run(
+                            request, request_adapter, sub_response, context, root_value, data
+                        )
                     )
-                )
         return results
+
+    @asynccontextmanager
+    async def _share(self, context: Context, cost: int) -> AsyncIterator[GraphQLError | None]:
+        """A batch's turn within its project's share, for all its operations (each of them
+        then runs without taking one of its own); yields the refusal when the turn did not
+        come in time (nothing of the batch runs)."""
+        if self._shares is None or not cost or not context.authenticated:
+            yield None
+            return
+        try:
+            held = await self._shares.acquire(context.principal.project_id, cost)
+        except RateLimited as exc:
+            yield GraphQLError(exc.message, extensions={"code": exc.code, **exc.extensions})
+            return
+        try:
+            with budget.holding_share():
+                yield None
+        finally:
+            self._shares.release(context.principal.project_id, held)
 
     async def execute_single(
         self,

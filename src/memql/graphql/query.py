@@ -93,8 +93,8 @@ class Query:
         return [Webhook.from_domain(w) for w in found]
 
 
-# what a connection can show without reading its page
-_COUNT_ONLY = frozenset({"totalCount", "__typename"})
+# what a connection can show without reading its page (graphql/budgets.py costs it so too)
+COUNT_ONLY = frozenset({"totalCount", "__typename"})
 
 
 def _selects_rows(info: Info) -> bool:
@@ -103,6 +103,6 @@ def _selects_rows(info: Info) -> bool:
     drop. Fragments count as showing it (read rather than guessed)."""
     for field in info.selected_fields:
         for selection in field.selections:
-            if not isinstance(selection, SelectedField) or selection.name not in _COUNT_ONLY:
+            if not isinstance(selection, SelectedField) or selection.name not in COUNT_ONLY:
                 return True
     return False

@@ -17,6 +17,7 @@ from strawberry.extensions import (
 from strawberry.schema.config import StrawberryConfig
 
 from memql.graphql.asgi import AuthoriseEachOperation
+from memql.graphql.budgets import CostBudget, CostShares
 from memql.graphql.documents import CachedDocuments, Documents
 from memql.graphql.errors import classify
 from memql.graphql.mutation import Mutation
@@ -25,7 +26,7 @@ from memql.graphql.query import Query
 from memql.graphql.rendering import RenderOnce
 from memql.graphql.subscription import Subscription
 from memql.graphql.write_budget import WriteBudget
-from memql.settings import LIMITS
+from memql.settings import LIMITS, Limits
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -40,6 +41,11 @@ class MemqlSchema(strawberry.Schema):
     # what one request may spend, read by the endpoint for a batch's operations together
     max_writes: int
     max_aliases: int
+    max_cost: int
+    # the page and recall sizes requests are costed by
+    limits: Limits
+    # what each project's requests may cost together while they run (None: not shared)
+    cost_shares: CostShares | None
 
     def process_errors(self, errors: list[Any], execution_context: Any = None) -> None:
         # expected errors are answers, not log noise: only the unexpected are logged
@@ -72,12 +78,20 @@ def build_schema(
     max_writes: int = LIMITS.batch_save,
     batch_max: int = 0,
     max_document_bytes: int = MAX_DOCUMENT_BYTES,
+    max_cost: int = 0,
+    cost_at_once: int = 0,
+    cost_wait: float = 5.0,
+    limits: Limits = LIMITS,
 ) -> MemqlSchema:
     """The schema with memql's limits. `max_writes`: the memories one request may write,
     across all its fields and aliases; `batch_max` > 0 lets one POST carry that many
     operations (a JSON array), sharing one request's budgets; `max_document_bytes`: the
-    longest document text, refused before it is parsed."""
+    longest document text, refused before it is parsed; `max_cost`: the points one request
+    may cost (0: not bounded); `cost_at_once`: the points one project's requests may cost
+    together while they run, the next waiting up to `cost_wait` seconds for its turn (0: not
+    shared). `limits`: the page and recall sizes requests are costed by."""
     documents = Documents(max_bytes=max_document_bytes, max_tokens=MAX_TOKENS)
+    shares = CostShares(cost_at_once, cost_wait) if cost_at_once else None
     # The limiters' rules are classes made by their constructors: made once here, so every
     # request validates with the same rules and the validation cache (keyed by them) hits
     rules = [
@@ -95,6 +109,9 @@ def build_schema(
         OperationNameRequired,
         lambda: WriteBudget(max_writes=max_writes),
         AuthoriseEachOperation,
+        # after the write budget (whose refusal it leaves alone) and the websockets' credentials
+        # (whose project it shares by)
+        lambda: CostBudget(max_cost=max_cost, shares=shares, limits=limits),
     ]
     if not introspection:
         from strawberry.extensions import DisableIntrospection
@@ -114,6 +131,7 @@ def build_schema(
     )
     built.documents = documents
     built.max_writes, built.max_aliases = max_writes, MAX_ALIASES
+    built.max_cost, built.cost_shares, built.limits = max_cost, shares, limits
     return built
 
 
