@@ -18,7 +18,9 @@ loopback: `MEMQL_WEBHOOKS_ALLOW_PRIVATE=true`; every other setting its default u
   `--hostile-events` events a second written straight into its log; bursts of `--burst`
   batched POSTs at once, back to back (half 20 operations x 30 aliased
   `memories(first: 200) { totalCount }`, over every budget; half the most a batch may ask: 30
-  aliased counts across 20 operations); and `--padded` POSTs a second of `{ __typename }`
+  aliased counts across 20 operations, or with `--burst-shape pages` as many aliased pages of
+  200 memories as `MEMQL_MAX_REQUEST_COST` lets one operation ask for, at most 30); and
+  `--padded` POSTs a second of `{ __typename }`
   padded with `#` comments (half without credentials, 3.5 MB; half with its key, just under
   `MEMQL_MAX_DOCUMENT_BYTES`).
 
@@ -60,6 +62,7 @@ EVENTS = "subscription { memoryEvents { cursor type memoryId } }"
 ADD_WEBHOOK = "mutation($u: String!) { addWebhook(url: $u) { webhook { id } } }"
 REMOVE_WEBHOOK = "mutation($id: ID!) { removeWebhook(id: $id) }"
 COUNT = "memories(first: 200) { totalCount }"
+PAGE = "memories(first: 200) { edges { node { id content } } }"
 
 TOPICS = ["tea", "deploys", "billing", "travel", "code review", "on-call", "hiring", "testing"]
 VERBS = ["prefers", "asked about", "owns", "worries about", "wrote about", "dislikes"]
@@ -85,6 +88,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--burst", type=int, default=8, help="hostile batched POSTs at once")
     parser.add_argument("--burst-every", type=float, default=2.0, help="seconds between bursts")
+    parser.add_argument(
+        "--burst-shape",
+        choices=("counts", "pages"),
+        default="counts",
+        help="what an allowed batch asks for: 30 aliased counts over 20 operations, or as many"
+        " aliased pages of 200 as the cost budget allows in one",
+    )
     parser.add_argument("--padded", type=float, default=4.0, help="hostile padded POSTs a second")
     parser.add_argument(
         "--server-env",
@@ -242,7 +252,7 @@ async def ordinary(job: dict[str, Any]) -> dict[str, Any]:
     await asyncio.sleep(job["drain"])
     stream.cancel()
     await asyncio.gather(stream, return_exceptions=True)
-    return {**out, "subscription": arrivals}
+    return {**out, "subscription": arrivals, "cpu": time.process_time()}
 
 
 # --- the hostile tenant's client process ----------------------------------------------------
@@ -257,6 +267,25 @@ def aliased_batch(operations: int, aliases: int) -> list[dict[str, Any]]:
     """A batch of `operations` queries holding `aliases` aliased counts in all."""
     per = [aliases // operations + (i < aliases % operations) for i in range(operations)]
     return [{"query": "{ " + " ".join(f"c{j}: {COUNT}" for j in range(k or 1)) + " }"} for k in per]
+
+
+def most_pages(max_cost: int) -> list[dict[str, Any]]:
+    """One operation of as many aliased pages of 200 as a request may cost (at most 30, the
+    alias budget; 30 when the cost is not bounded)."""
+    from graphql import parse
+
+    from memql.graphql.budgets import cost
+    from memql.graphql.schema import schema
+
+    def query(n: int) -> str:
+        return "{ " + " ".join(f"p{j}: {PAGE}" for j in range(n)) + " }"
+
+    n = 1
+    while n < 30 and (
+        not max_cost or cost(schema._schema, parse(query(n + 1)), None, None) <= max_cost
+    ):
+        n += 1
+    return [{"query": query(n)}]
 
 
 async def hostile(job: dict[str, Any]) -> dict[str, Any]:
@@ -290,7 +319,11 @@ async def hostile(job: dict[str, Any]) -> dict[str, Any]:
 
     async def bursts(http: httpx.AsyncClient) -> None:
         over = aliased_batch(20, 600)  # 20 x 30: refused whole
-        most = aliased_batch(20, 30)  # the whole alias budget, spread over 20 operations
+        if job["burst_shape"] == "pages":
+            most = most_pages(job["max_cost"])
+            seen[f"burst: {most[0]['query'].count('edges')} pages of 200 in one"] += 1
+        else:
+            most = aliased_batch(20, 30)  # the whole alias budget, spread over 20 operations
         while time.monotonic() < stop:
             started = time.monotonic()
             await asyncio.gather(
@@ -326,7 +359,7 @@ async def hostile(job: dict[str, Any]) -> dict[str, Any]:
         if "bursts" in job["parts"] and job["burst"]:
             tasks.append(bursts(http))
         await asyncio.gather(*tasks)
-    return {"seen": seen, "statuses": statuses}
+    return {"seen": seen, "statuses": statuses, "cpu": time.process_time()}
 
 
 async def run_client(role: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -453,6 +486,8 @@ async def main(args: argparse.Namespace) -> int:
                     "database_url": database_url,
                     "project_id": str(bad.project_id),
                     "max_document_bytes": int(env.get("MEMQL_MAX_DOCUMENT_BYTES", 65536)),
+                    "burst_shape": args.burst_shape,
+                    "max_cost": int(env.get("MEMQL_MAX_REQUEST_COST", Settings().max_request_cost)),
                 }
                 if args.warmup:
                     warmup = {**base, "user": "warmup", "run": "warmup", "seconds": args.warmup}
@@ -465,7 +500,7 @@ async def main(args: argparse.Namespace) -> int:
                     before = measure()
                     if run == "alone":
                         ordinary_result = await run_client("ordinary", job)
-                        hostile_result: dict[str, Any] = {"seen": {}, "statuses": {}}
+                        hostile_result: dict[str, Any] = {"seen": {}, "statuses": {}, "cpu": 0}
                         most_at_once, after = 0, measure()
                     else:
                         ordinary_result, hostile_result, most_at_once, after = await beside_hostile(
@@ -482,8 +517,13 @@ async def main(args: argparse.Namespace) -> int:
                         "most_at_once": most_at_once,
                         "started": started,
                         "load": (load, load_average()),
-                        # cores busy on average while the clients ran: memql serve, PostgreSQL
-                        "cores": [(after[i] - before[i]) / seconds for i in (1, 2)],
+                        # cores busy on average while the clients ran: memql serve, PostgreSQL,
+                        # the ordinary client and the hostile one (on the same machine)
+                        "cores": [
+                            *((after[i] - before[i]) / seconds for i in (1, 2)),
+                            ordinary_result["cpu"] / seconds,
+                            hostile_result["cpu"] / seconds,
+                        ],
                     }
                     rss[run] = rss_mib(server.proc.pid)
         finally:
@@ -506,7 +546,7 @@ def report(
 ) -> int:
     alone, beside = results["alone"], results["beside"]
     print(f"## two tenants, one hostile: {args.seconds:g} s alone, then {args.seconds:g} s beside")
-    print(f"- hostile: {','.join(args.hostile)}")
+    print(f"- hostile: {','.join(args.hostile)} (allowed batches: {args.burst_shape})")
     for run, result in results.items():
         print(f"- run {run}: {result['started']}, load average {result['load'][0]} at the start,")
         print(f"  {result['load'][1]} at the end")
@@ -548,8 +588,11 @@ def report(
         if result["hostile"]["seen"]:
             print(f"  hostile: {counted(result['hostile']['seen'])};")
             print(f"  dribbling connections open at once, most: {result['most_at_once']}")
-    cores = [f"{run} {r['cores'][0]:.2f} / {r['cores'][1]:.2f}" for run, r in results.items()]
-    print(f"- cores busy while the clients ran (memql serve / PostgreSQL): {', '.join(cores)}")
+    cores = [f"{run} {' / '.join(f'{c:.2f}' for c in r['cores'])}" for run, r in results.items()]
+    print(
+        "- cores busy while the clients ran (memql serve / PostgreSQL / ordinary client /"
+        f" hostile client): {', '.join(cores)}"
+    )
     print("- server RSS MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in rss.items()))
     print(f"- worst p99 ratio: {worst:.2f} (target ≤ 2)")
     print(f"- server log: {log}; lines with ERROR or a traceback: {len(failures)}")
