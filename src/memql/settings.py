@@ -70,6 +70,12 @@ class Limits:
     context_candidates: int = 500
     # near-duplicates a save reports
     near_duplicates_reported: int = 5
+    # a GraphQL document's shape, refused before validation, whose work grows faster than the
+    # document (graphql/shape.py): selections in one selection set, selections of one response
+    # key in one set, and fields once every fragment is expanded where it is spread
+    selections_per_set: int = 200
+    key_repeats: int = 20
+    expanded_fields: int = 2000
 
 
 LIMITS = Limits()

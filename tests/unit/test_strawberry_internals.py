@@ -85,12 +85,6 @@ def test_a_schema_keeps_its_graphql_core_schema_and_validate_document_checks_aga
     assert "missing" in error.message
 
 
-def test_count_fields_with_alias_counts_aliases_through_fragments():
-    document = parse("query { a: ok ...F } fragment F on Query { b: ok ok }")
-    operation, fragment = document.definitions
-    assert internals.count_fields_with_alias(operation, {"F": fragment}) == 2
-
-
 def test_is_private_tells_a_private_field():
     assert internals.is_private(strawberry.Private[int])
     assert not internals.is_private(int)

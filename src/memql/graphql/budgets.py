@@ -52,7 +52,8 @@ from strawberry.extensions import SchemaExtension
 
 from memql.errors import BadInput, RateLimited
 from memql.graphql.query import COUNT_ONLY
-from memql.graphql.strawberry_internals import core_schema, count_fields_with_alias
+from memql.graphql import shape
+from memql.graphql.strawberry_internals import core_schema
 from memql.graphql.write_budget import argument, count_writes, field_writes, variable_values
 from memql.service.webhooks import MAX_PER_PROJECT as WEBHOOKS_PER_PROJECT
 from memql.settings import LIMITS, Limits
@@ -86,15 +87,8 @@ class Planned:
 
 
 def aliases(document: DocumentNode) -> int:
-    """Aliased fields in every operation of `document`, as the alias limiter counts them."""
-    fragments = {
-        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-    }
-    return sum(
-        count_fields_with_alias(d, fragments)
-        for d in document.definitions
-        if isinstance(d, OperationDefinitionNode)
-    )
+    """Aliased fields in every operation of `document`, as the alias rule counts them."""
+    return shape.aliases(document)
 
 
 def root_fields(document: DocumentNode, operation_name: str | None) -> int:

@@ -9,6 +9,9 @@ alive (the text, which error locations point into, plus each token and node pars
 caches are keyed by the text itself and bounded by count only: 256 texts of 4 MiB, each with
 its token chain, stayed alive. Only requests with credentials add to the cache; anyone may
 read from it, so a caller without credentials can neither fill nor evict it.
+
+A parsed document's shape is checked before it is validated or kept (`shape.check`): validation
+is quadratic or worse in some shapes a few KB can take, and every transport parses through here.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from graphql import DocumentNode, GraphQLError, parse
 from strawberry.extensions import SchemaExtension
 
 from memql.errors import BadInput
+from memql.graphql import shape
 from memql.graphql.strawberry_internals import core_schema, validate_document
+from memql.settings import LIMITS, Limits
 
 # estimated bytes a parsed token keeps alive, with its share of the syntax tree
 TOKEN_BYTES = 400
@@ -72,8 +77,10 @@ class Documents:
         max_tokens: int,
         max_entries: int = 256,
         max_weight: int = 16 * 1024 * 1024,
+        limits: Limits = LIMITS,
     ) -> None:
         self.max_bytes = max_bytes
+        self.limits = limits
         self.max_tokens = max_tokens
         self.max_entries = max_entries
         self.max_weight = max_weight
@@ -86,7 +93,8 @@ class Documents:
 
     def parse(self, query: str, *, learn: bool) -> Entry:
         """The entry of `query`, parsed now if it is not kept; kept when `learn`. Raises
-        BadInput for a text over `max_bytes`, GraphQLError for one that does not parse."""
+        BadInput for a text over `max_bytes` or of a shape validation would take too long on
+        (`shape.check`), GraphQLError for one that does not parse."""
         if over(query, self.max_bytes):
             raise too_large(self.max_bytes)
         key = self.key(query)
@@ -95,6 +103,8 @@ class Documents:
             self._entries.move_to_end(key)
             return entry
         document = parse(query, max_tokens=self.max_tokens)
+        # before anything validates it; a document refused here is never kept
+        shape.check(document, self.limits)
         entry = Entry(document, len(query) + TOKEN_BYTES * _tokens(document))
         if learn:
             self._keep(key, entry)
@@ -122,7 +132,7 @@ def may_learn(context: Any) -> bool:
 class CachedDocuments(SchemaExtension):
     """Parsing and validation through `Documents` (in place of Strawberry's ParserCache,
     ValidationCache and MaxTokensLimiter): a text over the size bound is refused before it is
-    parsed, one over the token limit while it is."""
+    parsed, one over the token limit while it is, one of a refused shape before validation."""
 
     def __init__(self, documents: Documents) -> None:
         self.documents = documents

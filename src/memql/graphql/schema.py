@@ -10,7 +10,6 @@ from graphql import GraphQLError, OperationDefinitionNode
 from graphql.validation import MaxIntrospectionDepthRule
 from strawberry.extensions import (
     AddValidationRules,
-    MaxAliasesLimiter,
     QueryDepthLimiter,
     SchemaExtension,
 )
@@ -24,6 +23,7 @@ from memql.graphql.mutation import Mutation
 from memql.graphql.operation_metrics import OperationMetrics
 from memql.graphql.query import Query
 from memql.graphql.rendering import RenderOnce
+from memql.graphql.shape import max_aliases_rule
 from memql.graphql.subscription import Subscription
 from memql.graphql.write_budget import WriteBudget
 from memql.settings import LIMITS, Limits
@@ -90,7 +90,7 @@ def build_schema(
     may cost (0: not bounded); `cost_at_once`: the points one project's requests may cost
     together while they run, the next waiting up to `cost_wait` seconds for its turn (0: not
     shared). `limits`: the page and recall sizes requests are costed by."""
-    documents = Documents(max_bytes=max_document_bytes, max_tokens=MAX_TOKENS)
+    documents = Documents(max_bytes=max_document_bytes, max_tokens=MAX_TOKENS, limits=limits)
     shares = CostShares(cost_at_once, cost_wait) if cost_at_once else None
     # The limiters' rules are classes made by their constructors: made once here, so every
     # request validates with the same rules and the validation cache (keyed by them) hits
@@ -98,7 +98,9 @@ def build_schema(
         *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
         # the depth limiter skips introspection; this bounds its cyclic fields/type chains
         MaxIntrospectionDepthRule,
-        *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
+        # counts each fragment once, however often it is spread (Strawberry's MaxAliasesLimiter
+        # walks it at every spread: exponential in fragments spreading each other)
+        max_aliases_rule(MAX_ALIASES),
     ]
     extensions: list[Any] = [
         OperationMetrics,

@@ -21,8 +21,6 @@ of them is listed here and checked against the installed Strawberry, one unit te
 - `validate_document(schema, document, rules)` validates a parsed document as Strawberry does,
   on the graphql-core schema a Strawberry schema keeps as `_schema` (`core_schema`;
   `documents.Documents`).
-- `count_fields_with_alias(definition, fragments)` counts aliases as the alias limiter does
-  (`budgets.aliases`).
 - `is_private(annotation)` tells a `strawberry.Private` field, and `to_camel_case` names a
   field as the schema does (`webhook_payload`).
 """
@@ -32,7 +30,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from graphql import GraphQLSchema
-from strawberry.extensions.max_aliases import count_fields_with_alias
 from strawberry.http.async_base_view import AsyncWebSocketAdapter
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext, validate_document
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
@@ -52,7 +49,6 @@ __all__ = [
     "Operation",
     "StrawberryGraphQLCoreExecutionContext",
     "core_schema",
-    "count_fields_with_alias",
     "is_private",
     "to_camel_case",
     "validate_document",

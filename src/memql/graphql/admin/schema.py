@@ -9,7 +9,7 @@ from typing import Any
 
 import strawberry
 from graphql.validation import MaxIntrospectionDepthRule
-from strawberry.extensions import AddValidationRules, MaxAliasesLimiter, QueryDepthLimiter
+from strawberry.extensions import AddValidationRules, QueryDepthLimiter
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import Info as StrawberryInfo
 
@@ -30,6 +30,7 @@ from memql.graphql.admin.types import (
 )
 from memql.graphql.documents import CachedDocuments, Documents
 from memql.graphql.errors import classify
+from memql.graphql.shape import max_aliases_rule
 from memql.model import JwtConfig
 from memql.rules.validation import parse_id
 from memql.service.admin import Actor, Admin, ManagedProject, Via
@@ -191,12 +192,15 @@ class AdminSchema(strawberry.Schema):
 def build_admin_schema(
     *, introspection: bool = True, max_document_bytes: int = MAX_DOCUMENT_BYTES
 ) -> AdminSchema:
-    """The admin schema, bounded as the main one is: document size and tokens, depth, aliases."""
+    """The admin schema, bounded as the main one is: document size, tokens and shape, depth,
+    aliases."""
     documents = Documents(max_bytes=max_document_bytes, max_tokens=MAX_TOKENS, max_entries=64)
     rules = [
         *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
         MaxIntrospectionDepthRule,
-        *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
+        # counts each fragment once, however often it is spread (Strawberry's MaxAliasesLimiter
+        # walks it at every spread: exponential in fragments spreading each other)
+        max_aliases_rule(MAX_ALIASES),
     ]
     extensions: list[Any] = [
         lambda: AddValidationRules(rules),
