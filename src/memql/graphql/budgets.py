@@ -38,7 +38,6 @@ from graphql import (
     GraphQLError,
     GraphQLSchema,
     InlineFragmentNode,
-    OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
     get_named_type,
@@ -51,8 +50,8 @@ from graphql.utilities import get_operation_ast
 from strawberry.extensions import SchemaExtension
 
 from memql.errors import BadInput, RateLimited
-from memql.graphql.query import COUNT_ONLY
 from memql.graphql import shape
+from memql.graphql.query import COUNT_ONLY
 from memql.graphql.strawberry_internals import core_schema
 from memql.graphql.write_budget import argument, count_writes, field_writes, variable_values
 from memql.service.webhooks import MAX_PER_PROJECT as WEBHOOKS_PER_PROJECT

@@ -17,18 +17,21 @@ is quadratic or worse in some shapes a few KB can take, and every transport pars
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphql import DocumentNode, GraphQLError, parse
+from graphql import DocumentNode, GraphQLError, get_operation_ast, parse
 from strawberry.extensions import SchemaExtension
 
 from memql.errors import BadInput
 from memql.graphql import shape
 from memql.graphql.strawberry_internals import core_schema, validate_document
 from memql.settings import LIMITS, Limits
+
+_NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]*")
 
 # estimated bytes a parsed token keeps alive, with its share of the syntax tree
 TOKEN_BYTES = 400
@@ -46,6 +49,14 @@ def over(query: str, max_bytes: int) -> bool:
     if len(query) > max_bytes:
         return True
     return len(query) * 4 > max_bytes and len(query.encode("utf-8", "surrogatepass")) > max_bytes
+
+
+class ShapeRefused(BadInput):
+    """A document that parsed, refused for its shape (`shape.check`) before validation."""
+
+    def __init__(self, refusal: BadInput, document: DocumentNode) -> None:
+        super().__init__(refusal.message, **refusal.extensions)
+        self.document = document
 
 
 @dataclass
@@ -104,7 +115,10 @@ class Documents:
             return entry
         document = parse(query, max_tokens=self.max_tokens)
         # before anything validates it; a document refused here is never kept
-        shape.check(document, self.limits)
+        try:
+            shape.check(document, self.limits)
+        except BadInput as exc:
+            raise ShapeRefused(exc, document) from None
         entry = Entry(document, len(query) + TOKEN_BYTES * _tokens(document))
         if learn:
             self._keep(key, entry)
@@ -129,6 +143,15 @@ def may_learn(context: Any) -> bool:
     return bool(getattr(context, "authenticated", True))
 
 
+def _placeholder(document: DocumentNode | None, operation_name: str | None) -> DocumentNode:
+    """A document of one operation named `operation_name` (when it is a name), of the type
+    the refused `document` asks for (a query when it is not known), never run."""
+    operation = get_operation_ast(document, operation_name) if document is not None else None
+    kind = operation.operation.value if operation is not None else "query"
+    name = operation_name if operation_name and _NAME.fullmatch(operation_name) else ""
+    return parse(f"{kind} {name} {{ __typename }}")
+
+
 class CachedDocuments(SchemaExtension):
     """Parsing and validation through `Documents` (in place of Strawberry's ParserCache,
     ValidationCache and MaxTokensLimiter): a text over the size bound is refused before it is
@@ -144,9 +167,16 @@ class CachedDocuments(SchemaExtension):
             try:
                 self._entry = self.documents.parse(context.query, learn=may_learn(context.context))
             except BadInput as exc:
-                # refused as the operation's answer, before the parser sees the text
-                raise GraphQLError(exc.message, original_error=exc) from None
-            context.graphql_document = self._entry.document
+                # refused as the operation's answer, before the parser (or validation) sees
+                # the text. Not raised: over websockets Strawberry does not catch an error of
+                # this hook, and the operation would end without an answer. A refusal set
+                # before validation is the answer, and nothing runs; the document in its place
+                # only names the requested operation, which Strawberry looks up first
+                context.pre_execution_errors = [GraphQLError(exc.message, original_error=exc)]
+                parsed = exc.document if isinstance(exc, ShapeRefused) else None
+                context.graphql_document = _placeholder(parsed, context.operation_name)
+            else:
+                context.graphql_document = self._entry.document
         yield
 
     def on_validate(self) -> Iterator[None]:
