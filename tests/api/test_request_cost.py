@@ -205,10 +205,15 @@ async def test_a_batch_of_fragment_bombs_is_refused_by_its_cost_counted_no_furth
     bomb = fragment_bomb(60)  # 216,000 fields in 4 KB
     assert points(bomb) > 100 * MAX_COST
     assert MAX_COST < cost(TYPES, parse(bomb), None, None, ceiling=MAX_COST) < 2 * MAX_COST
-    batch = [{"query": bomb}] * 5
+    # within the shape bounds (2,000 fields expanded), a batch of them is over the cost
+    within = fragment_bomb(9)  # 1,548 fields
+    batch = [{"query": within}] * 5
     answers = (await client.post("/graphql", json=batch, headers=creds(tenant))).json()
     assert all(over_budget(a) for a in answers), answers[0]
     assert "this batch would cost" in answers[0]["errors"][0]["message"]
+    # the larger bomb is refused by its shape before its cost is counted
+    [answer] = (await client.post("/graphql", json=[{"query": bomb}], headers=creds(tenant))).json()
+    assert answer["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "limit": 2000}, answer
 
 
 # --- one project's share ------------------------------------------------------------------------
