@@ -13,10 +13,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Route, async_playwright
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext, Route
 
 # an init script recording every Content-Security-Policy violation a page meets, as the browser
 # reports it, in `window.violations`
@@ -41,6 +44,8 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="session")
 async def chromium() -> AsyncIterator[Browser]:
+    from playwright.async_api import async_playwright
+
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=chromium_path(), args=OFFLINE_ARGS, headless=True

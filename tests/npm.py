@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from memql.http import web
-
 ROOT = Path(__file__).resolve().parent.parent
 JS = ROOT / "tests" / "js"
 
@@ -55,6 +53,8 @@ def js_clients(node: str) -> Path:
 @pytest.fixture(scope="session")
 def web_assets(node: str) -> Path:
     """GraphiQL's files in the package (built from web/package-lock.json when missing)."""
+    from memql.http import web
+
     if not web.assets_built():
         with locked(ROOT / "web"):
             if not web.assets_built():

@@ -10,7 +10,7 @@ import pytest
 from memql.embeddings.local import LocalEmbedder
 from memql.settings import Settings
 from memql.testing import GraphQLClient, HashEmbedder, Tenant, serving
-from tests.conftest import uses_model
+from tests.fix_embedders import uses_model
 
 
 @pytest.fixture(scope="session")
