@@ -160,7 +160,7 @@ def _items(draw: st.DrawFn) -> ContextItem:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(_items(), max_size=6), st.integers(min_value=0, max_value=3000))
 def test_a_parser_of_the_block_recovers_exactly_the_entries(items, budget):
     block = format_context(items, budget=budget)
@@ -193,7 +193,7 @@ def _in_block_order(items, text):
     return shown
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_items())
 def test_every_memory_is_one_entry_whatever_its_text(item):
     line = format_line(item)

@@ -4,9 +4,6 @@ and reads the dialog ids and speakers the way its protocol says."""
 from __future__ import annotations
 
 import importlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -26,14 +23,14 @@ def test_the_default_data_directory_is_beside_the_repository(locomo: ModuleType)
     assert locomo.DEFAULT_DATA.resolve() == (ROOT.parent / "shared" / "data" / "locomo-dev")
 
 
-def test_absent_data_is_reported_and_nothing_runs(tmp_path: Path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "locomo.py"), "--data", str(tmp_path / "nowhere")],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
-    assert done.returncode == 2
-    assert "LoCoMo is not here" in done.stderr and str(tmp_path / "nowhere") in done.stderr
+async def test_absent_data_is_reported_and_nothing_runs(
+    locomo: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    # exit status 2 before anything starts: no database, no model, no server
+    assert await locomo.main(["--data", str(tmp_path / "nowhere")]) == 2
+    said = capsys.readouterr()
+    assert "LoCoMo is not here" in said.err and str(tmp_path / "nowhere") in said.err
+    assert said.out == ""
 
 
 def test_dialog_ids_are_read_however_they_are_written(locomo: ModuleType):
