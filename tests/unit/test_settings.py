@@ -268,3 +268,55 @@ def test_writing_the_table_replaces_only_what_lies_between_the_markers(tmp_path,
 
     assert settings.main(["--markdown"]) == 0
     assert capsys.readouterr().out == settings.markdown_table()
+
+
+# ---- the rules of particular settings ---------------------------------------------------------
+
+
+def test_metrics_settings_are_read_and_checked():
+    s = Settings.from_env(
+        {"MEMQL_METRICS_PORT": "9100", "MEMQL_METRICS_TOKEN": "t", "MEMQL_BATCH_MAX": "5"}
+    )
+    assert (s.metrics_port, s.metrics_token, s.batch_max) == (9100, "t", 5)
+    assert Settings.from_env({}).batch_max == 0
+    for env in (
+        {"MEMQL_METRICS_PORT": "8000"},
+        {"MEMQL_BATCH_MAX": "1000"},
+        {"MEMQL_BATCH_MAX": "-1"},
+        {"MEMQL_PERSISTED_QUERIES": "lots"},
+    ):
+        with pytest.raises(ConfigurationError):
+            Settings.from_env(env)
+
+
+def test_recall_weights_are_read_from_the_environment():
+    s = Settings.from_env(
+        {"MEMQL_RECALL_WEIGHTS": "vector=0.6, lexical=0.3, recency=0.05, pinned=0.05"}
+    )
+    assert s.recall_weights == Weights(0.6, 0.3, 0.05, 0.05, 90.0)
+    s = Settings.from_env({"MEMQL_RECALL_WEIGHTS": "lexical=1,half_life_days=7"})
+    assert s.recall_weights == Weights(0.0, 1.0, 0.0, 0.0, 7.0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("vector=0.5", "sum to 1"),
+        ("vector=1.2,lexical=-0.2", "in [0, 1]"),
+        ("vector=1,speed=0", "expected name=value pairs"),
+        ("vector=one", "is not a number"),
+        ("vector=1,half_life_days=0", "half-life must be positive"),
+    ],
+)
+def test_bad_recall_weights_refuse_to_start_with_a_reason(raw, says):
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        Settings.from_env({"MEMQL_RECALL_WEIGHTS": raw})
+
+
+def test_cors_origins_are_exact_origins_normalised_as_browsers_send_them():
+    env = {"MEMQL_CORS_ORIGINS": "https://App.Example:443, http://localhost:5173 ,"}
+    assert Settings.from_env(env).cors_origins == ("http://localhost:5173", "https://app.example")
+    assert Settings.from_env({}).cors_origins == ()
+    for bad in ("*", "https://app.example/path", "app.example", "null"):
+        with pytest.raises(ConfigurationError, match="MEMQL_CORS_ORIGINS"):
+            Settings.from_env({"MEMQL_CORS_ORIGINS": bad})
