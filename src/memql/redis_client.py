@@ -67,6 +67,18 @@ def redis_from_url(url: str, **kwargs: Any) -> aioredis.Redis:
     return cast(aioredis.Redis, sentinel.master_for(service, db=db, **kwargs))
 
 
+async def close(client: aioredis.Redis) -> None:
+    """Close `client`; for a client of the Sentinels, their connections too (redis-py's
+    `aclose` leaves them open, each to be collected with a ResourceWarning)."""
+    try:
+        await client.aclose()
+    finally:
+        pool = client.connection_pool
+        if isinstance(pool, SentinelConnectionPool):
+            for sentinel in pool.sentinel_manager.sentinels:
+                await sentinel.aclose()
+
+
 async def watch_master(
     client: aioredis.Redis,
     moved: Callable[[], None],

@@ -165,6 +165,7 @@ def jwks_url(rsa_key) -> Iterator[str]:
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/.well-known/jwks.json"
     httpd.shutdown()
+    httpd.server_close()
 
 
 @pytest.fixture

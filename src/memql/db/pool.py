@@ -69,10 +69,16 @@ async def open_pool(
 async def system_connection(url: str, **kwargs: Any) -> AsyncConnection[Any]:
     """A connection for work on behalf of no single user (it sees every tenant's rows)."""
     conn = await psycopg.AsyncConnection.connect(url, **kwargs)
-    await register_vector_async(conn)
-    await conn.execute(f"set role {SYSTEM_ROLE}")
-    if not conn.autocommit:
-        await conn.commit()
+    try:
+        await register_vector_async(conn)
+        await conn.execute(f"set role {SYSTEM_ROLE}")
+        if not conn.autocommit:
+            await conn.commit()
+    except BaseException:
+        # cancelled (a leader stopping at shutdown) or failed half-way: the caller never gets
+        # the connection, so it would stay open until collected
+        await conn.close()
+        raise
     return conn
 
 

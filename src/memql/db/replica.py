@@ -151,7 +151,9 @@ class SharedPositions(LocalPositions):
     async def close(self) -> None:
         self._watch.cancel()
         await asyncio.gather(self._watch, return_exceptions=True)
-        await self._redis.aclose()
+        from memql import redis_client
+
+        await redis_client.close(self._redis)
 
     async def record(self, principal: Principal, lsn: int) -> None:
         await super().record(principal, lsn)

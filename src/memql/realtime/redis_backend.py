@@ -19,6 +19,7 @@ from broadcaster import BroadcastBackend, Event
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from memql import redis_client
 from memql.redis_client import redis_from_url, watch_master
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class RedisPubSubBackend(BroadcastBackend):
         try:
             await self._pubsub.aclose()
         finally:
-            await self._conn.aclose()
+            await redis_client.close(self._conn)
 
     async def subscribe(self, channel: str) -> None:
         await self._pubsub.subscribe(channel)
