@@ -76,7 +76,7 @@ def module_names() -> list[str]:
 def test_each_unit_test_module_is_named_after_the_one_module_it_covers():
     # test_<name>.py covers the module whose path is <name>, or ends in _<name> when no other
     # module's does (test_signing.py: webhooks/signing.py; test_http_errors.py, not
-    # test_errors.py, as memql has four errors modules)
+    # test_errors.py, as memql has several errors modules)
     modules = module_names()
     unnamed = {}
     for path in sorted((TESTS / "unit").glob("test_*.py")):
