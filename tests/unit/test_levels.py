@@ -13,6 +13,8 @@ ROOT = TESTS.parent
 LEVELS = {"unit", "service", "api", "cluster"}
 # unit test modules that cover no one module, and what they cover instead
 NOT_A_MODULE = {
+    "test_api_records": "every transport against the records of memql.requests (schema.graphql,"
+    " the MCP tools, the client's and the inspector's documents)",
     "test_layers": "the Layers table of docs/architecture.md, against every import",
     "test_levels": "the test folders themselves",
     "test_recall_evaluation_set": "the data of bench/recall (set/, background.json)",

@@ -1,5 +1,6 @@
 """`memql.rules.pagination`: a cursor names one position in one order; it is read back only in
-that order, and anything else is refused naming the argument it came in."""
+that order, and anything else is refused naming the argument it came in. A page request becomes
+a window: first or last within the list's bounds, its cursors positions in its own order."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 from memql.errors import BadInput
 from memql.model import Order, OrderField, SortDirection
+from memql.requests import PageRequest
 from memql.rules import pagination
+from memql.settings import LIMITS
 from tests.factories import memory
 
 CREATED = datetime(2026, 1, 1, 9, 30, 15, 123456, tzinfo=UTC)
@@ -82,3 +85,33 @@ def test_anything_but_a_cursor_this_api_made_is_refused(cursor: str):
         pagination.decode(cursor, Order(), argument="before")
     assert refused.value.message == "`before` is not a cursor this API returned"
     assert refused.value.extensions == {"argument": "before"}
+
+
+def refused(call, *args, **kwargs) -> BadInput:
+    with pytest.raises(BadInput) as caught:
+        call(*args, **kwargs)
+    return caught.value
+
+
+def test_a_page_takes_first_or_last_within_the_list_s_bounds():
+    assert pagination.window(PageRequest(), LIMITS) == pagination.Window(
+        Order(), LIMITS.list_default
+    )
+    assert pagination.window(PageRequest(last=3), LIMITS).from_end
+    error = refused(pagination.window, PageRequest(first=2, last=2), LIMITS)
+    assert error.extensions == {"argument": "last"}
+    error = refused(pagination.window, PageRequest(first=LIMITS.list_max + 1), LIMITS)
+    assert error.extensions == {"field": "first"}
+    assert refused(pagination.window, PageRequest(last=0), LIMITS).extensions == {"field": "last"}
+
+
+def test_a_page_s_cursors_are_positions_in_its_own_order():
+    m = memory("Prefers tea.")
+    newest = Order()
+    cursor = pagination.encode(m, newest)
+    window = pagination.window(PageRequest(after=cursor), LIMITS)
+    assert window.after == pagination.Position(m.created_at, m.id)
+    updated = Order(OrderField.UPDATED_AT, SortDirection.ASC)
+    error = refused(pagination.window, PageRequest(before=cursor, order=updated), LIMITS)
+    assert error.extensions == {"argument": "before"}
+    assert refused(pagination.window, PageRequest(after=str(uuid.uuid4())), LIMITS)
