@@ -27,7 +27,7 @@ def event(cursor: int) -> MemoryEvent:
         type=EventType.CREATED,
         memory_id=uuid.uuid4(),
         actor_id="alice",
-        occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+        changed_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
 
 
