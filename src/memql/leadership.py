@@ -47,15 +47,18 @@ class Supervised:
     async def run(self) -> None:
         delay = FIRST_DELAY
         while True:
+            failure: Exception | None = None
             try:
                 await self.lead()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("%s stopped (%s); restarting in %.1fs", self.label, exc, delay)
+                failure = exc
             if self.role == "leader":
                 log.warning("%s %s gave up leadership", self.label, self.name)
-                delay = FIRST_DELAY
+                delay = FIRST_DELAY  # a lead that ended starts the backoff over
+            if failure is not None:
+                log.warning("%s stopped (%s); restarting in %.1fs", self.label, failure, delay)
             self.role = "standby"
             self.stood_down()
             await asyncio.sleep(delay)

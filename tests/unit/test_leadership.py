@@ -81,11 +81,6 @@ async def test_a_leader_that_fails_gives_up_its_role_before_what_it_held_is_forg
     assert work.stood_down_as == ["standby"] * 5
 
 
-@pytest.mark.xfail(
-    reason="`run` logs the delay before it starts the backoff over: 'restarting in 0.8s',"
-    " then it waits 0.2 s",
-    strict=True,
-)
 async def test_once_it_has_led_the_backoff_starts_over_as_its_log_says(
     quick: None, caplog: pytest.LogCaptureFixture
 ):
