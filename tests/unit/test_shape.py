@@ -50,7 +50,9 @@ def test_fragments_spreading_each_other_are_counted_without_expanding_them():
     assert shape.aliases(document) == 1 << 62  # capped, not 2**1000
     with pytest.raises(BadInput, match="at most 2000 fields once every fragment is expanded"):
         shape.check(document)
-    assert time.perf_counter() - started < 0.5
+    # not a timing: a walk that expanded the chain (2**1000 fields) would never end; the bound
+    # only turns that into a failure instead of a hang
+    assert time.perf_counter() - started < 10
 
 
 def test_a_selection_set_over_its_bound_is_refused():
