@@ -20,6 +20,7 @@ import httpx
 import pytest
 from graphql import get_named_type, get_nullable_type, is_composite_type, is_list_type, parse
 
+from memql import runtime
 from memql.client import operations
 from memql.db.pool import owner_connection
 from memql.errors import RateLimited
@@ -278,9 +279,14 @@ def turn_refused(response: httpx.Response) -> bool:
 
 
 async def waiting_for_the_lock(database_url: str, within: float = 10.0) -> None:
-    """Until a read of memories (not the relay's of the event log) waits for the lock."""
-    deadline = time.monotonic() + within
+    """Until a read of memories (not the relay's of the event log) waits for the lock, where
+    reads go: the database itself, or its standby with `--reads-on-standby` (which replays
+    the lock once its WAL is flushed, as a commit beside it does)."""
     async with await owner_connection(database_url, autocommit=True) as conn:
+        await conn.execute("select pg_current_xact_id()")
+    reads = runtime.read_url(Settings(database_url=database_url), database_url) or database_url
+    deadline = time.monotonic() + within
+    async with await owner_connection(reads, autocommit=True) as conn:
         while time.monotonic() < deadline:
             cur = await conn.execute(
                 "select count(*) from pg_stat_activity"
