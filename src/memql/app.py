@@ -154,7 +154,12 @@ def create_app(
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(CrossOrigin, origins=settings.cors_origins),
-            Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+            Middleware(
+                BodyLimit,
+                max_bytes=settings.max_body_bytes,
+                # room for a document of the longest kind, escaped as JSON
+                anonymous_max_bytes=2 * settings.max_document_bytes,
+            ),
         ],
         # refusals are JSON like every other error (errors[].extensions.code)
         exception_handlers={

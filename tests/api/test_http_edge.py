@@ -80,6 +80,23 @@ async def test_a_short_query_padded_with_comments_is_refused_by_its_size(
     assert fine.json() == {"data": {"__typename": "Query"}}
 
 
+async def test_a_large_body_without_credentials_is_refused_by_its_length(client, tenant):
+    # twice MEMQL_MAX_DOCUMENT_BYTES (the test server's default, 64 KiB) without credentials;
+    # the same body with a key reaches the document's own bound
+    padded = TYPENAME + "\n" + "".join(f"# {n:06d} {'x' * 90}\n" for n in range(2000))
+    anonymous = await client.post("/graphql", json={"query": padded})
+    assert anonymous.status_code == 413, anonymous.text
+    error = anonymous.json()["errors"][0]
+    assert "without credentials" in error["message"], error
+    assert "131072" in error["message"], error
+    keyed = await client.post("/graphql", json={"query": padded}, headers=creds(tenant))
+    assert keyed.status_code == 200, keyed.text
+    assert "MEMQL_MAX_DOCUMENT_BYTES" in keyed.json()["errors"][0]["message"]
+    # a small request without credentials is answered as before
+    fine = await client.post("/graphql", json={"query": TYPENAME})
+    assert fine.json() == {"data": {"__typename": "Query"}}
+
+
 # --- a batch is one request -------------------------------------------------------------------
 
 SAVE_MANY = "mutation($i: [SaveMemoryInput!]!) { saveMemories(inputs: $i) { outcome } }"

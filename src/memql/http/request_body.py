@@ -43,19 +43,31 @@ def decode(data: str | bytes, *, max_bytes: int) -> Any:
 class BodyLimit:
     """ASGI middleware: an HTTP request body larger than `max_bytes` is answered 413 before the
     app sees it. The body is read whole first (it is at most `max_bytes`), so an app that fails
-    halfway through reading never has to."""
+    halfway through reading never has to.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    A request without an `Authorization` header can do nothing that needs a large body (a
+    GraphQL document is at most MEMQL_MAX_DOCUMENT_BYTES, and without credentials nothing is
+    written), so its body is held to `anonymous_max_bytes`: a megabyte sent by anyone costs
+    the server no decoding and no memory, refused by its declared length before it is read."""
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, anonymous_max_bytes: int | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.anonymous_max_bytes = min(anonymous_max_bytes or max_bytes, max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(scope, receive, send)
+        headers = Headers(scope=scope)
+        limit, why = self.max_bytes, LARGER
+        if "authorization" not in headers:
+            limit, why = self.anonymous_max_bytes, ANONYMOUS_LARGER
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(scope, receive, send, why.format(limit=limit))
             return
         chunks: list[bytes] = []
         size = 0
@@ -65,8 +77,8 @@ class BodyLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                await self._refuse(scope, receive, send)
+            if size > limit:
+                await self._refuse(scope, receive, send, why.format(limit=limit))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -82,14 +94,18 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, message: str) -> None:
         # the rest of the body is read and dropped (nothing is kept): a client still sending
         # when the answer comes would see a reset connection instead of the 413
         while True:
-            message = await receive()
-            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            received = await receive()
+            if received["type"] == "http.disconnect" or not received.get("more_body", False):
                 break
-        response = error_response(
-            413, f"the request body is larger than {self.max_bytes} bytes (MEMQL_MAX_BODY_BYTES)"
-        )
-        await response(scope, receive, send)
+        await error_response(413, message)(scope, receive, send)
+
+
+LARGER = "the request body is larger than {limit} bytes (MEMQL_MAX_BODY_BYTES)"
+ANONYMOUS_LARGER = (
+    "a request without credentials may send at most {limit} bytes (twice"
+    " MEMQL_MAX_DOCUMENT_BYTES); send `Authorization` for a larger body"
+)
