@@ -45,7 +45,7 @@ def create_app(
         # everything opened here closes in reverse order, whether the start succeeds or not
         async with AsyncExitStack() as stack:
             memql = await stack.enter_async_context(open_memql(settings, embedder=embedder))
-            metrics.watch_pool(memql.pool, memql.service.sessions.shares)
+            metrics.watch_pool(memql.pool, memql.service.sessions.shares, graphql.cost_shares)
             stack.callback(metrics.watch_pool, None)
             await stack.enter_async_context(mcp.running())
             if settings.metrics_port is not None:

@@ -81,13 +81,50 @@ class _PoolCollector(Collector):
         return [size, idle, waiting, project_waiting, full, timeouts, lost]
 
 
+class _CostCollector(Collector):
+    """What MEMQL_PROJECT_COST_AT_ONCE holds back: requests waiting for their project's turn."""
+
+    shares: Shares | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        if self.shares is None:
+            return []
+        stats = self.shares.stats()
+        waiting = GaugeMetricFamily(
+            "memql_cost_share_waiting",
+            "Requests waiting for their project's share of the server (MEMQL_PROJECT_COST_AT_ONCE)",
+        )
+        waiting.add_metric([], stats.get("waiting", 0))
+        points = GaugeMetricFamily(
+            "memql_cost_share_points_running", "Cost points of the requests running now"
+        )
+        points.add_metric([], stats.get("points_running", 0))
+        projects = GaugeMetricFamily(
+            "memql_cost_share_projects_running", "Projects with a request running now"
+        )
+        projects.add_metric([], stats.get("projects_running", 0))
+        refused = CounterMetricFamily(
+            "memql_cost_share_refused",
+            "Requests refused with TOO_MANY_REQUESTS because their turn did not come in time",
+        )
+        refused.add_metric([], stats.get("refused", 0))
+        return [waiting, points, projects, refused]
+
+
 _pool_collector = _PoolCollector()
 REGISTRY.register(_pool_collector)
+_cost_collector = _CostCollector()
+REGISTRY.register(_cost_collector)
 
 
-def watch_pool(pool: AsyncConnectionPool | None, shares: Shares | None = None) -> None:
+def watch_pool(
+    pool: AsyncConnectionPool | None,
+    shares: Shares | None = None,
+    cost_shares: Shares | None = None,
+) -> None:
     _pool_collector.pool = pool
     _pool_collector.shares = shares
+    _cost_collector.shares = cost_shares
 
 
 # realtime

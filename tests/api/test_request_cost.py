@@ -11,6 +11,7 @@ another project's request does not wait at all."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -300,6 +301,10 @@ async def waiting_for_the_lock(database_url: str, within: float = 10.0) -> None:
     raise AssertionError("the first request never reached the database")
 
 
+def cost_gauges(text: str) -> dict[str, float]:
+    return {m[1]: float(m[2]) for m in re.finditer(r"^memql_cost_share_(\w+) (\S+)$", text, re.M)}
+
+
 async def test_a_projects_requests_wait_for_their_turn_and_another_project_does_not(
     shared: tuple[str, str],
 ):
@@ -328,6 +333,10 @@ async def test_a_projects_requests_wait_for_their_turn_and_another_project_does_
                 answer = await ws.run(VIEWER)
             assert answer["errors"][0]["extensions"]["code"] == "TOO_MANY_REQUESTS", answer
             assert not first.done()
+            # /metrics shows the turn held and the refusals
+            held = cost_gauges((await http.get("/metrics")).text)
+            assert held["projects_running"] == 1 and held["points_running"] >= 1, held
+            assert held["waiting"] == 0 and held["refused_total"] >= 3, held
         # the lock released, the first request ends with its answer
         assert (await first).json() == {"data": {"memories": {"edges": []}}}
         # nothing the refused requests asked for ran; the project's turn is free again

@@ -253,7 +253,7 @@ class GraphQLApp(GraphQL[Context, None]):
             max_root_fields=budget.MAX_ROOT_FIELDS,
             max_cost=schema.max_cost,
         )
-        self._shares: budget.CostShares | None = schema.cost_shares
+        self.cost_shares: budget.CostShares | None = schema.cost_shares
         self._limits = schema.limits
         self._types = core_schema(schema)
 
@@ -349,11 +349,11 @@ class GraphQLApp(GraphQL[Context, None]):
         """A batch's turn within its project's share, for all its operations (each of them
         then runs without taking one of its own); yields the refusal when the turn did not
         come in time (nothing of the batch runs)."""
-        if self._shares is None or not cost or not context.authenticated:
+        if self.cost_shares is None or not cost or not context.authenticated:
             yield None
             return
         try:
-            held = await self._shares.acquire(context.principal.project_id, cost)
+            held = await self.cost_shares.acquire(context.principal.project_id, cost)
         except RateLimited as exc:
             yield GraphQLError(exc.message, extensions={"code": exc.code, **exc.extensions})
             return
@@ -361,7 +361,7 @@ class GraphQLApp(GraphQL[Context, None]):
             with budget.holding_share():
                 yield None
         finally:
-            self._shares.release(context.principal.project_id, held)
+            self.cost_shares.release(context.principal.project_id, held)
 
     async def execute_single(
         self,

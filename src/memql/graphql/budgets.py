@@ -405,6 +405,7 @@ class CostShares:
     def __init__(self, points: int, wait: float) -> None:
         self.points, self.wait = points, wait
         self._projects: dict[uuid.UUID, _Project] = {}
+        self.refused = 0  # requests whose turn did not come within `wait`
 
     async def acquire(self, project_id: uuid.UUID, cost: int) -> int:
         """Wait for `cost` points of the project's share; the points held (at most the whole
@@ -428,6 +429,7 @@ class CostShares:
                 project.queue.remove(entry)
             self._next(project_id, project)
             if isinstance(exc, TimeoutError):
+                self.refused += 1
                 log.warning(
                     "project %s waited %.2f s for its share of the server", project_id, self.wait
                 )
@@ -452,6 +454,15 @@ class CostShares:
             waiter.set_result(None)
         if not project.running and not project.queue:
             self._projects.pop(project_id, None)
+
+    def stats(self) -> dict[str, int]:
+        """Requests waiting for their turn, the points running, projects running, refusals."""
+        return {
+            "waiting": sum(len(p.queue) for p in self._projects.values()),
+            "points_running": sum(p.running for p in self._projects.values()),
+            "projects_running": sum(1 for p in self._projects.values() if p.running),
+            "refused": self.refused,
+        }
 
     def running(self, project_id: uuid.UUID) -> tuple[int, int]:
         """The points of `project_id` running now, and its requests waiting."""
