@@ -26,7 +26,7 @@ from memql.http.metrics import metrics_endpoint, serve_metrics, warn_if_public
 from memql.http.origins import CrossOrigin
 from memql.http.request_body import BodyLimit
 from memql.http.web.headers import SecurityHeaders
-from memql.mcp import McpEndpoint
+from memql.mcp.server import McpEndpoint
 from memql.runtime import Memql, open_memql
 from memql.settings import Settings
 

@@ -7,8 +7,7 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from memql.mcp import tool_names
-from memql.mcp.tools import TOOLS, SaveArgs, save_json
+from memql.mcp.tools import TOOLS, SaveArgs, save_json, tool_names
 from memql.model import (
     Access,
     Consumer,

@@ -1,5 +1,5 @@
-"""The MCP endpoint: agents manage their user's memory through the same service as GraphQL."""
+"""The MCP endpoint: agents manage their user's memory through the same service as GraphQL.
 
-from memql.mcp.server import McpEndpoint, tool_names
-
-__all__ = ["McpEndpoint", "tool_names"]
+`memql.mcp.server` holds the endpoint (it loads the MCP SDK); `memql.mcp.tools` the tools and
+their arguments, which need no SDK.
+"""

@@ -66,11 +66,6 @@ SERVICE_KEY = "memql.service"
 _SCHEMAS = {t.name: t.args.input_schema() for t in TOOLS}
 
 
-def tool_names(principal: Principal) -> list[str]:
-    """The names of the tools `principal` is offered, in a stable order."""
-    return [t.name for t in tools_for(principal.grant)]
-
-
 def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return _from_request(ctx, PRINCIPAL_KEY, Principal)
 

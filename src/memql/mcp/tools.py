@@ -217,3 +217,8 @@ def tools_for(grant: Grant) -> tuple[ToolSpec, ...]:
     can_read = any(grant.for_scope(s).can_read for s in Scope)
     can_write = any(grant.for_scope(s).can_write for s in Scope)
     return tuple(t for t in TOOLS if (can_write if t.writes else can_read))
+
+
+def tool_names(principal: Principal) -> list[str]:
+    """The names of the tools `principal` is offered, in a stable order."""
+    return [t.name for t in tools_for(principal.grant)]
