@@ -346,8 +346,11 @@ class MemoryEvent:
         return self.changed_at
 
 
-@strawberry.type(description="An HTTP endpoint that receives the project's memory events.")
-class Webhook:
+@strawberry.type
+class WebhookState:
+    """What the project's API and the admin API both show of an endpoint (each adds its own
+    fields); not a type of either schema by itself."""
+
     id: strawberry.ID
     url: str
     events: list[str] | None = strawberry.field(
@@ -357,7 +360,6 @@ class Webhook:
     acked_cursor: str = strawberry.field(
         description="The last event its receiver acknowledged; delivery resumes after it."
     )
-    pending_count: int = strawberry.field(description="Events it has still to receive.")
     failures: int = strawberry.field(description="Failed attempts since the last delivery.")
     last_error: str | None
     last_error_at: datetime | None
@@ -366,21 +368,30 @@ class Webhook:
     )
     last_delivered_at: datetime | None
 
+    @staticmethod
+    def state_of(w: model.Webhook) -> dict[str, Any]:
+        """The shared fields of `w`, as keyword arguments."""
+        return {
+            "id": strawberry.ID(str(w.id)),
+            "url": w.url,
+            "events": list(w.event_types) if w.event_types is not None else None,
+            "created_at": w.created_at,
+            "acked_cursor": str(w.acked_cursor),
+            "failures": w.failures,
+            "last_error": w.last_error,
+            "last_error_at": w.last_error_at,
+            "next_attempt_at": w.next_attempt_at,
+            "last_delivered_at": w.last_delivered_at,
+        }
+
+
+@strawberry.type(description="An HTTP endpoint that receives the project's memory events.")
+class Webhook(WebhookState):
+    pending_count: int = strawberry.field(description="Events it has still to receive.")
+
     @classmethod
     def from_domain(cls, w: model.Webhook) -> Webhook:
-        return cls(
-            id=strawberry.ID(str(w.id)),
-            url=w.url,
-            events=list(w.event_types) if w.event_types is not None else None,
-            created_at=w.created_at,
-            acked_cursor=str(w.acked_cursor),
-            pending_count=w.pending or 0,
-            failures=w.failures,
-            last_error=w.last_error,
-            last_error_at=w.last_error_at,
-            next_attempt_at=w.next_attempt_at,
-            last_delivered_at=w.last_delivered_at,
-        )
+        return cls(**cls.state_of(w), pending_count=w.pending or 0)
 
 
 @strawberry.type

@@ -10,7 +10,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from memql import model
-from memql.graphql.types import Consumer
+from memql.graphql.types import Consumer, WebhookState
 from memql.service import admin
 
 
@@ -112,45 +112,22 @@ class CreatedApiKey:
 
 
 @strawberry.type(description="An HTTP endpoint that receives a project's memory events.")
-class Webhook:
-    id: strawberry.ID
+class Webhook(WebhookState):
     project: str
     project_id: strawberry.ID
-    url: str
-    events: list[str] | None = strawberry.field(
-        description="The event types it receives; null: every type."
-    )
     created_by: str
-    created_at: datetime
-    acked_cursor: str = strawberry.field(
-        description="The last event its receiver acknowledged; delivery resumes after it."
-    )
     pending_count: int | None = strawberry.field(
         description="Events it has still to receive (null where not counted)."
     )
-    failures: int = strawberry.field(description="Failed attempts since the last delivery.")
-    last_error: str | None
-    last_error_at: datetime | None
-    next_attempt_at: datetime | None
-    last_delivered_at: datetime | None
 
     @classmethod
     def from_domain(cls, w: model.Webhook) -> Webhook:
         return cls(
-            id=strawberry.ID(str(w.id)),
+            **cls.state_of(w),
             project=w.project_name,
             project_id=strawberry.ID(str(w.project_id)),
-            url=w.url,
-            events=list(w.event_types) if w.event_types is not None else None,
             created_by=w.created_by,
-            created_at=w.created_at,
-            acked_cursor=str(w.acked_cursor),
             pending_count=w.pending,
-            failures=w.failures,
-            last_error=w.last_error,
-            last_error_at=w.last_error_at,
-            next_attempt_at=w.next_attempt_at,
-            last_delivered_at=w.last_delivered_at,
         )
 
 
