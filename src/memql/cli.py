@@ -166,8 +166,11 @@ def _id(text: str, what: str) -> uuid.UUID:
         raise _Refused(f"{text!r} is not a {what} id") from None
 
 
-def _when(value: object) -> str:
-    return f"{value:%Y-%m-%d %H:%M:%S}" if value is not None else "-"
+def _instant(value: datetime | None, missing: str = "-") -> str:
+    """Every time the commands print, as `--expires-at` takes it: ISO-8601 in UTC, to the second."""
+    if value is None:
+        return missing
+    return value.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 # ---- memql serve ------------------------------------------------------------------------------
@@ -392,13 +395,6 @@ def configure_keys_parser(subparsers: Subparsers) -> None:
     revoke.set_defaults(func=_revoke_key)
 
 
-def _instant(value: datetime | None, missing: str = "-") -> str:
-    """A key's time as `keys list` and `--expires-at` write it: ISO-8601 in UTC, to the second."""
-    if value is None:
-        return missing
-    return value.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def _create_key(settings: Settings, args: argparse.Namespace) -> int:
     """Every argument is checked before the database is opened: a bad name or expiry creates
     nothing (status 2, one line)."""
@@ -491,7 +487,7 @@ def configure_webhooks_parser(subparsers: Subparsers) -> None:
 
 def _webhook_line(w: Webhook) -> str:
     events = ",".join(w.event_types) if w.event_types else "all events"
-    return f"{w.id}  {w.project_name}  {w.url}  {events}  created {_when(w.created_at)}"
+    return f"{w.id}  {w.project_name}  {w.url}  {events}  created {_instant(w.created_at)}"
 
 
 @_as_admin
@@ -520,9 +516,9 @@ async def _list_webhooks(admin: Admin, settings: Settings, args: argparse.Namesp
             state = f"failing ({w.failures} attempts)" if w.failures else "ok"
             print(
                 f"    {state}; acknowledged up to cursor {w.acked_cursor}, {w.pending} pending;"
-                f" last delivered {_when(w.last_delivered_at)}; last error"
-                f" {w.last_error or '-'} at {_when(w.last_error_at)};"
-                f" next attempt {_when(w.next_attempt_at)}"
+                f" last delivered {_instant(w.last_delivered_at)}; last error"
+                f" {w.last_error or '-'} at {_instant(w.last_error_at)};"
+                f" next attempt {_instant(w.next_attempt_at)}"
             )
     return 0
 
