@@ -166,6 +166,25 @@ def _id(text: str, what: str) -> uuid.UUID:
         raise _Refused(f"{text!r} is not a {what} id") from None
 
 
+def _on_one(
+    settings: Settings,
+    text: str,
+    what: str,
+    done: str,
+    act: Callable[[Admin, uuid.UUID], Awaitable[object]],
+) -> int:
+    """`act` on the `what` whose id is `text`, read before the database is opened (a bad id
+    changes nothing: status 2, one line); then `<done> <what> <id>`."""
+    target = _id(text, what)
+
+    async def run(admin: Admin) -> int:
+        await act(admin, target)
+        print(f"{done} {what} {target}")
+        return 0
+
+    return _with_admin(settings, run)
+
+
 def _instant(value: datetime | None, missing: str = "-") -> str:
     """Every time the commands print, as `--expires-at` takes it: ISO-8601 in UTC, to the second."""
     if value is None:
@@ -445,14 +464,7 @@ async def _list_keys(admin: Admin, settings: Settings, args: argparse.Namespace)
 
 
 def _revoke_key(settings: Settings, args: argparse.Namespace) -> int:
-    key_id = _id(args.id, "key")
-
-    async def revoke(admin: Admin) -> int:
-        await admin.revoke_key(_actor(), key_id)
-        print(f"revoked key {key_id}")
-        return 0
-
-    return _with_admin(settings, revoke)
+    return _on_one(settings, args.id, "key", "revoked", lambda a, i: a.revoke_key(_actor(), i))
 
 
 # ---- memql webhooks ---------------------------------------------------------------------------
@@ -524,14 +536,9 @@ async def _list_webhooks(admin: Admin, settings: Settings, args: argparse.Namesp
 
 
 def _remove_webhook(settings: Settings, args: argparse.Namespace) -> int:
-    webhook_id = _id(args.id, "webhook")
-
-    async def remove(admin: Admin) -> int:
-        await admin.remove_webhook(_actor(), webhook_id)
-        print(f"removed webhook {webhook_id}")
-        return 0
-
-    return _with_admin(settings, remove)
+    return _on_one(
+        settings, args.id, "webhook", "removed", lambda a, i: a.remove_webhook(_actor(), i)
+    )
 
 
 # ---- memql audit, memql admin-token -----------------------------------------------------------
