@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import re
 import typing
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, NewType, TypeVar
 
 from memql.errors import BadInput
@@ -350,17 +352,34 @@ def less(record: type, *names: str) -> Part:
     return (record, frozenset(names))
 
 
+def hints_of(record: type) -> Mapping[str, Any]:
+    """`typing.get_type_hints(record)`, worked out once per record: every request builds its
+    records, and resolving the annotations' names each time was a tenth of a busy server's
+    time (docs/benchmarks.md, two tenants)."""
+    return _hints(record)
+
+
+@functools.cache
+def _hints(record: type) -> Mapping[str, Any]:
+    return MappingProxyType(typing.get_type_hints(record))
+
+
 def arguments(*records: Part) -> tuple[Arg, ...]:
     """The arguments of an operation taking `records`, in their fields' order: each field, or
     the fields of a record nested in one (less those it refuses). Names are unique across an
-    operation."""
+    operation. Worked out once per operation."""
+    return _arguments(*records)
+
+
+@functools.cache
+def _arguments(*records: Part) -> tuple[Arg, ...]:
     found: list[Arg] = []
     for part in records:
         record, without = part if isinstance(part, tuple) else (part, frozenset[str]())
-        hints = typing.get_type_hints(record)
+        hints = hints_of(record)
         for f in dataclasses.fields(record):
             if NESTED_KEY in f.metadata:
-                found += arguments((hints[f.name], without | f.metadata[NESTED_KEY]))
+                found += _arguments((hints[f.name], without | f.metadata[NESTED_KEY]))
             elif f.name not in without:
                 kind, optional = unwrap_optional(hints[f.name])
                 found.append(Arg(f.name, record, kind, optional, _default(f), f.metadata[API_KEY]))
@@ -386,7 +405,7 @@ def build(record: type[R], values: Mapping[str, Any]) -> R:
     """`record` from the values of its arguments (see `arguments`), by field name; a field left
     out keeps its default. Lists become tuples; a deprecated former name (`Api.was`) gives its
     one value to the list. BadInput when a field is given under both names."""
-    hints = typing.get_type_hints(record)
+    hints = hints_of(record)
     given: dict[str, Any] = {}
     for f in dataclasses.fields(record):  # type: ignore[arg-type]
         if NESTED_KEY in f.metadata:
