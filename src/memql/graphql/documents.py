@@ -33,6 +33,31 @@ from memql.settings import LIMITS, Limits
 
 _NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]*")
 
+# a comment runs from `#` to the end of its line; a string or block string may hold `#` (in a
+# block string only `\"""` is an escape). An unterminated string is kept whole (to the end of
+# its line; a block string to the end of the text), so the lexer's error names the same place.
+# Possessive: one pass whatever the text
+_COMMENT_OR_STRING = re.compile(
+    r'"""(?:\\"""|[^"\\]|\\|"(?!""))*+(?:"""|\Z)|"(?:\\.|[^"\\\n\r])*+"?|#[^\n\r]*'
+)
+
+
+def without_comments(query: str) -> str:
+    """`query` with its comments removed, each line otherwise as it was: it parses to the same
+    document, and fails where the text fails (at the end of the text a last comment moved is
+    the one exception: `Documents.parse` reads the text itself for the error). graphql-core's
+    lexer reads a comment a character at a time in Python, ~10 ms for 64 KiB of them; the
+    comments are gone in one pass of a regular expression first."""
+    if "#" not in query:
+        return query
+    return _COMMENT_OR_STRING.sub(_kept, query)
+
+
+def _kept(match: re.Match[str]) -> str:
+    text = match.group()
+    return "" if text.startswith("#") else text
+
+
 # estimated bytes a parsed token keeps alive, with its share of the syntax tree
 TOKEN_BYTES = 400
 
@@ -113,7 +138,12 @@ class Documents:
         if entry is not None:
             self._entries.move_to_end(key)
             return entry
-        document = parse(query, max_tokens=self.max_tokens)
+        try:
+            document = parse(without_comments(query), max_tokens=self.max_tokens)
+        except GraphQLError:
+            # the error as the text itself gives it (past a last comment, the end of the text
+            # is further on)
+            document = parse(query, max_tokens=self.max_tokens)
         # before anything validates it; a document refused here is never kept
         try:
             shape.check(document, self.limits)
