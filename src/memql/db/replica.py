@@ -132,9 +132,9 @@ class SharedPositions(LocalPositions):
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
-        from memql.redis_client import redis_from_url, watch_master
+        from memql.redis_client import client_from_url, watch_master
 
-        self._redis = redis_from_url(
+        self._redis = client_from_url(
             redis_url,
             socket_timeout=0.25,
             socket_connect_timeout=0.25,

@@ -8,7 +8,9 @@ queues are unbounded. So the bus:
   on it (a message published after that point cannot be missed);
 - sends itself a numbered heartbeat; when one is late or missing it rebuilds the connection,
   resubscribes, and tells every inbox to resynchronise from the event log (`Inbox.resync`),
-  because messages sent meanwhile are lost.
+  because messages sent meanwhile are lost;
+- on Redis Cluster, when one channel's subscription lapses (its slot moved to another node),
+  subscribes that channel again and, once that is confirmed, resynchronises its inboxes only.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from broadcaster import Broadcast
+from broadcaster import Broadcast, BroadcastBackend
 
 from memql.model import MemoryEvent
 from memql.realtime import wire
@@ -142,7 +144,10 @@ class EventBus:
         self._beat_sent = 0
         self._beat_seen = 0
         self._beat_at = time.monotonic()
+        self._resubscribing: dict[str, asyncio.Task[None]] = {}
         self.reconnects = 0
+        # channels subscribed again after their subscription lapsed alone (Redis Cluster)
+        self.resubscribes = 0
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -282,13 +287,58 @@ class EventBus:
 
     # --- supervision ----------------------------------------------------------------------
 
+    def _lost(self, name: str) -> None:
+        """One channel's subscription lapsed (Redis Cluster: its slot moved): subscribe it
+        again; anything else lapsing (the heartbeat) puts the whole connection in doubt."""
+        if name not in self._channels:
+            self._trouble.set()
+            return
+        running = self._resubscribing.get(name)
+        if running is None or running.done():
+            self._resubscribing[name] = asyncio.create_task(
+                self._resubscribe(name), name="memql-bus-resubscribe"
+            )
+
+    async def _resubscribe(self, name: str) -> None:
+        """Subscribe `name` again and, once a message of ours comes back on it, send its
+        inboxes to the event log: messages published while it lapsed are lost, and any
+        published from then on arrive (the order `stream.py` needs)."""
+        channel = self._channels.get(name)
+        if channel is None or not self._up.is_set():
+            return  # gone, or the reconnect resubscribes and resynchronises everything
+        if channel.task is not None:
+            channel.task.cancel()
+            with contextlib.suppress(BaseException):
+                await channel.task
+            channel.task = None
+        if self._channels.get(name) is not channel:
+            return  # its last inbox left meanwhile
+        self._start_pump(name, channel)
+        if not await _all_set([channel.ready], self._subscribe_timeout):
+            log.warning("channel %s was not subscribed again in time; reconnecting", name)
+            self._trouble.set()
+            return
+        self.resubscribes += 1
+        for boxes in channel.inboxes.values():
+            for box in boxes:
+                box.mark_resync()
+
     async def _connect(self) -> None:
         if self.backend == "redis":
-            from memql.realtime.redis_backend import RedisPubSubBackend
+            from memql.redis_client import is_cluster
 
-            broadcast = Broadcast(
-                backend=RedisPubSubBackend(self._url, on_failure=lambda _: self._trouble.set())
-            )
+            backend: BroadcastBackend
+            if is_cluster(self._url):
+                from memql.realtime.redis_cluster_backend import ShardedPubSubBackend
+
+                backend = ShardedPubSubBackend(
+                    self._url, on_failure=lambda _: self._trouble.set(), on_lost=self._lost
+                )
+            else:
+                from memql.realtime.redis_backend import RedisPubSubBackend
+
+                backend = RedisPubSubBackend(self._url, on_failure=lambda _: self._trouble.set())
+            broadcast = Broadcast(backend=backend)
         else:
             broadcast = Broadcast(self._url)
         try:
@@ -311,6 +361,13 @@ class EventBus:
 
     async def _disconnect(self) -> None:
         self._up.clear()
+        resubscribing = list(self._resubscribing.values())
+        self._resubscribing.clear()
+        for task in resubscribing:
+            task.cancel()
+        for task in resubscribing:
+            with contextlib.suppress(BaseException):
+                await task
         if self._beat_task is not None:
             self._beat_task.cancel()
             with contextlib.suppress(BaseException):
