@@ -246,9 +246,10 @@ class EventBus:
 
     async def _pump(self, broadcast: Broadcast, name: str, channel: _Channel) -> None:
         token = uuid.uuid4().hex
+        confirming: asyncio.Task[None] | None = None
         try:
             async with broadcast.subscribe(name) as subscriber:
-                await broadcast.publish(name, json.dumps({"sync": token}))
+                confirming = asyncio.create_task(self._confirm(broadcast, name, token, channel))
                 while True:
                     event = await subscriber.get()
                     text = event.message
@@ -271,6 +272,25 @@ class EventBus:
         except Exception as exc:
             log.warning("broadcast subscription %s failed: %s", name, exc)
             self._trouble.set()
+        finally:
+            if confirming is not None:
+                confirming.cancel()
+
+    async def _confirm(
+        self, broadcast: Broadcast, name: str, token: str, channel: _Channel
+    ) -> None:
+        """Publish the sync message until it comes back. A subscribe is sent on the
+        subscriber's connection and the message on another: the server may take the message
+        first, and a subscription is then confirmed by the next one."""
+        while not channel.ready.is_set():
+            try:
+                await broadcast.publish(name, json.dumps({"sync": token}))
+            except Exception as exc:
+                log.warning("broadcast subscription %s not confirmed: %s", name, exc)
+                self._trouble.set()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(channel.ready.wait(), self._heartbeat_interval)
 
     @staticmethod
     def _check_sequence(channel: _Channel, cursor: int) -> None:

@@ -84,6 +84,7 @@ class ShardedPubSubBackend(BroadcastBackend):
         self._where: dict[str, str] = {}
         # a subscription was lost since the slot map was last read
         self._stale = False
+        self._lock = asyncio.Lock()
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._on_failure = on_failure
         self._on_lost = on_lost
@@ -101,6 +102,12 @@ class ShardedPubSubBackend(BroadcastBackend):
             await redis_client.close(self._cluster)
 
     async def subscribe(self, channel: str) -> None:
+        # one at a time: redis-py's PubSub opens its connection on its first command, and two
+        # first commands at once would each open one (a subscription on the lost one is lost)
+        async with self._lock:
+            await self._subscribe(channel)
+
+    async def _subscribe(self, channel: str) -> None:
         if self._stale:
             # the node that gave the channel up knows where its slot went; the map may not yet
             self._stale = False
@@ -120,11 +127,12 @@ class ShardedPubSubBackend(BroadcastBackend):
             )
 
     async def unsubscribe(self, channel: str) -> None:
-        name = self._where.pop(channel, None)
-        node = self._nodes.get(name) if name is not None else None
-        if node is not None:
-            node.leaving[channel] = node.leaving.get(channel, 0) + 1
-            await node.pubsub.sunsubscribe(channel)
+        async with self._lock:
+            name = self._where.pop(channel, None)
+            node = self._nodes.get(name) if name is not None else None
+            if node is not None:
+                node.leaving[channel] = node.leaving.get(channel, 0) + 1
+                await node.pubsub.sunsubscribe(channel)
 
     async def publish(self, channel: str, message: Any) -> None:
         await self._cluster.spublish(channel, message)
