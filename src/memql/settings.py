@@ -578,9 +578,11 @@ class Settings:
     redis_url: str | None = setting(
         "REDIS_URL",
         text,
-        "the broadcast between instances (`redis://host:6379/0`), or Redis behind Sentinel for"
+        "the broadcast between instances (`redis://host:6379/0`), Redis behind Sentinel for"
         " failover (`redis+sentinel://s1:26379,s2:26379/<service>/0`; `rediss+sentinel://` for"
-        " TLS): see [scale.md](scale.md#redis-sentinel)",
+        " TLS): see [scale.md](scale.md#redis-sentinel), or a Redis Cluster, 7.0 or later, over"
+        " sharded pub/sub (`redis+cluster://n1:6379,n2:6379/`, any nodes as seeds;"
+        " `rediss+cluster://` for TLS): see [scale.md](scale.md#redis-cluster)",
         default=None,
         shown="{default}: in memory, one instance",
     )

@@ -7,6 +7,8 @@
 - `StandbyPair()`: a PostgreSQL primary and a hot standby streaming from it, on loopback
   ports, the standby's replay paused, resumed or the standby killed at will (reads on replicas)
 - `SentinelGroup(workdir)`: a Redis master, its replica and a Sentinel, `failover()` at will
+- `RedisClusterGroup(workdir, masters, replicas)`: a Redis Cluster on loopback ports, a slot
+  moved (`move_slot`) or a master killed (`kill`) at will
 - `make_tenant(database_url)`: a fresh project and an API key (`Tenant`); `fresh_database(url)`:
   a new database on the same server, dropped at the end; `log_event(url, project_id)`: an event
   straight into the log
@@ -26,6 +28,7 @@ from memql.testing.database import (
     newest_cursor,
 )
 from memql.testing.embedder import HashEmbedder
+from memql.testing.redis_cluster import RedisClusterGroup
 from memql.testing.sentinel import SentinelGroup
 from memql.testing.server import (
     PostgresProcess,
@@ -50,6 +53,7 @@ __all__ = [
     "PostgresProcess",
     "Received",
     "Receiver",
+    "RedisClusterGroup",
     "RedisProcess",
     "SentinelGroup",
     "ServeProcess",
