@@ -6,7 +6,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -29,21 +29,36 @@ from memql.http.web.headers import SecurityHeaders
 from memql.mcp.server import McpEndpoint
 from memql.runtime import Memql, open_memql
 from memql.settings import Settings
+from memql.tracing import tracing_from, untraced_statements
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger(__name__)
 
 
 def create_app(
-    settings: Settings, *, embedder: Embedder | None = None, freeze_startup: bool = False
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    freeze_startup: bool = False,
+    tracer_provider: TracerProvider | None = None,
 ) -> Starlette:
     """The memql ASGI app. Pass `embedder` to share one loaded model between apps (tests);
     `freeze_startup` (a server process of its own) keeps what the start built out of the
-    garbage collector's full passes."""
+    garbage collector's full passes. Tracing is on when the `OTEL_*` settings ask for it
+    (`memql.tracing`), or with `tracer_provider`, whose own processors get the spans."""
+    tracing = tracing_from(settings, tracer_provider)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         # everything opened here closes in reverse order, whether the start succeeds or not
         async with AsyncExitStack() as stack:
+            if tracing is not None:
+                await stack.enter_async_context(tracing.running())
+                # the background loops opened here (relay, deliverer, listeners) poll the
+                # database: their statements would be a trace every half second
+                stack.enter_context(untraced_statements())
             memql = await stack.enter_async_context(open_memql(settings, embedder=embedder))
             metrics.watch_pool(memql.pool, memql.service.sessions.shares, graphql.cost_shares)
             stack.callback(metrics.watch_pool, None)
@@ -72,6 +87,7 @@ def create_app(
             cost_at_once=settings.project_cost_at_once,
             cost_wait=settings.pool_timeout_seconds,
             limits=settings.limits,
+            extensions=() if tracing is None else (tracing.extension(),),
         ),
         max_message_bytes=settings.max_body_bytes,
         persisted_queries=settings.persisted_queries,
@@ -152,6 +168,8 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[
+            # the request's span encloses everything else the request does
+            *(() if tracing is None else (tracing.middleware(),)),
             Middleware(SecurityHeaders),
             Middleware(CrossOrigin, origins=settings.cors_origins),
             Middleware(

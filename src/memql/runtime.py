@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from memql import tracing
 from memql.access.authenticate import Authenticator, policy_from, rates_from
 from memql.access.cache import listening
 from memql.db import embedding_space as space
@@ -101,7 +102,7 @@ async def open_memql(
             wait=settings.pool_timeout_seconds,
         )
         stack.push_async_callback(pool.close)
-        active = await stack.enter_async_context(open_embedder(settings, embedder))
+        active = tracing.traced(await stack.enter_async_context(open_embedder(settings, embedder)))
         await check_embedding_space(url, active)
         await prepare_ann_index(url, active)
         realtime = await stack.enter_async_context(open_realtime(settings, url))

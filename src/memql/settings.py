@@ -231,6 +231,22 @@ def origins(name: str, raw: str) -> tuple[str, ...]:
         raise ConfigurationError(f"{name}: {exc}") from None
 
 
+TRACE_EXPORTERS = ("otlp", "console")
+
+
+def trace_exporters(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated exporter names (`otlp`, `console`), or `none`."""
+    names = tuple(dict.fromkeys(n.strip().lower() for n in raw.split(",") if n.strip()))
+    if names == ("none",):
+        return names
+    for n in names:
+        if n not in TRACE_EXPORTERS:
+            raise ConfigurationError(
+                f"{name}={raw!r}: {n!r} is not one of {', '.join(TRACE_EXPORTERS)} (or none)"
+            )
+    return names
+
+
 @dataclass(frozen=True)
 class OperatorToken:
     """One operator of the admin API: its name (recorded with every change it makes) and the
@@ -643,6 +659,41 @@ class Settings:
         default=None,
         shown="{default}: no token",
     )
+    # tracing (memql.tracing): the standard OpenTelemetry variables that turn it on; the SDK
+    # reads the rest of OTEL_* itself (service name, sampler, headers, timeouts)
+    traces_exporter: tuple[str, ...] = setting(
+        "OTEL_TRACES_EXPORTER",
+        trace_exporters,
+        "tracing: comma-separated exporters, `otlp` (OTLP over HTTP) and/or `console`; set, it"
+        " turns tracing on (the `tracing` extra); `none` keeps it off",
+        default=(),
+        shown="{default}: `otlp` once an OTLP endpoint is set",
+    )
+    otlp_endpoint: str | None = setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        stripped,
+        "tracing: the OTLP/HTTP collector, e.g. `http://127.0.0.1:4318`; set, it turns tracing on",
+        default=None,
+        shown="{default}: tracing off",
+    )
+    otlp_traces_endpoint: str | None = setting(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        stripped,
+        "tracing: the full URL spans are posted to (`.../v1/traces`); set, it turns tracing on",
+        default=None,
+    )
+    otlp_protocol: str = setting(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        choice("http/protobuf"),
+        "tracing: the OTLP transport; memql exports OTLP over HTTP only",
+        default="http/protobuf",
+    )
+    otel_sdk_disabled: bool = setting(
+        "OTEL_SDK_DISABLED",
+        boolean,
+        "`true` turns tracing off whatever the other `OTEL_*` variables say",
+        default=False,
+    )
     admin_tokens: tuple[OperatorToken, ...] = setting(
         "MEMQL_ADMIN_TOKENS",
         operator_tokens,
@@ -714,6 +765,17 @@ class Settings:
     def project_slots(self) -> int:
         """Connections one project's requests may hold or wait for at once."""
         return max(1, math.floor(self.pool_max_size * self.pool_project_share))
+
+    @property
+    def tracing(self) -> tuple[str, ...]:
+        """The span exporters the `OTEL_*` variables ask for; () while tracing is off."""
+        if self.otel_sdk_disabled or self.traces_exporter == ("none",):
+            return ()
+        if self.traces_exporter:
+            return self.traces_exporter
+        if self.otlp_endpoint or self.otlp_traces_endpoint:
+            return ("otlp",)
+        return ()
 
     @property
     def embedder_config(self) -> EmbedderConfig:

@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from memql import spans
 from memql.db import events as db_events
 from memql.db import webhooks as db
 from memql.db.pool import system_connection
@@ -203,15 +204,25 @@ class Deliverer(Supervised):
     ) -> str | None:
         """POST one event; None when the receiver acknowledged it, else what went wrong. The
         whole attempt, from resolving the name to the answer's headers, has `timeout` seconds."""
-        try:
-            # wait_for runs the attempt as a task of its own: httpx's shielded clean-up can eat
-            # a cancellation that `asyncio.timeout` counts on, and the worker (cancelled when
-            # the deliverer stops) would go on delivering
-            return await asyncio.wait_for(
-                self._attempt(http, webhook, secret, event), self._timeout
-            )
-        except TimeoutError:
-            return f"no answer within {self._timeout:g} s"
+        attributes: dict[str, str | int] = {
+            "memql.webhook.id": str(webhook.id),
+            "memql.event.cursor": event.cursor,
+            "memql.event.type": event.type,
+            "http.request.method": "POST",
+        }
+        with spans.span("memql.webhook.deliver", attributes, client=True):
+            try:
+                # wait_for runs the attempt as a task of its own: httpx's shielded clean-up can
+                # eat a cancellation that `asyncio.timeout` counts on, and the worker (cancelled
+                # when the deliverer stops) would go on delivering
+                error = await asyncio.wait_for(
+                    self._attempt(http, webhook, secret, event), self._timeout
+                )
+            except TimeoutError:
+                error = f"no answer within {self._timeout:g} s"
+            if error is not None:
+                spans.failed(error)
+            return error
 
     async def _attempt(
         self, http: httpx.AsyncClient, webhook: Webhook, secret: str, event: MemoryEvent
@@ -223,6 +234,7 @@ class Deliverer(Supervised):
             ]
         except targets.TargetRefused as exc:
             return f"refused: {exc}"
+        spans.set_attribute("server.address", target.host)
         body = payload.body(event)
         timestamp = int(time.time())
         headers = {
@@ -233,6 +245,8 @@ class Deliverer(Supervised):
             "Memql-Event-Cursor": str(event.cursor),
             "Memql-Event-Type": event.type,
         }
+        # the delivery's span (`traceparent`), so a receiver's work joins its trace
+        spans.inject(headers)
         # connect to the address just checked, not to whatever the name resolves to next
         url = httpx.URL(target.url)
         headers["Host"] = url.netloc.decode("ascii")
@@ -245,6 +259,7 @@ class Deliverer(Supervised):
                 headers=headers,
                 extensions=extensions,
             ) as response:
+                spans.set_attribute("http.response.status_code", response.status_code)
                 if 200 <= response.status_code < 300:
                     return None
                 return f"HTTP {response.status_code}"

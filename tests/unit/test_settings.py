@@ -208,7 +208,8 @@ def test_every_field_is_declared_once_with_a_variable_or_a_reason_it_has_none():
     names = [v.name for v in declared.values() if isinstance(v, Variable)]
     assert len(names) == len(set(names)), "a variable sets two fields"
     for name in names:
-        assert re.fullmatch(r"MEMQL_[A-Z0-9_]+|DATABASE_URL|REDIS_URL", name), name
+        # OpenTelemetry's own names for what turns tracing on
+        assert re.fullmatch(r"MEMQL_[A-Z0-9_]+|DATABASE_URL|REDIS_URL|OTEL_[A-Z_]+", name), name
     not_set = {f.name: d for f, d in declared.items() if isinstance(d, Fixed)}
     assert set(not_set) == {"pool_min_size", "limits"}
     assert all(len(d.why) > 40 for d in not_set.values())
@@ -320,3 +321,33 @@ def test_cors_origins_are_exact_origins_normalised_as_browsers_send_them():
     for bad in ("*", "https://app.example/path", "app.example", "null"):
         with pytest.raises(ConfigurationError, match="MEMQL_CORS_ORIGINS"):
             Settings.from_env({"MEMQL_CORS_ORIGINS": bad})
+
+
+@pytest.mark.parametrize(
+    ("env", "exporters"),
+    [
+        ({}, ()),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, ("otlp",)),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, ("otlp",)),
+        ({"OTEL_TRACES_EXPORTER": "console"}, ("console",)),
+        ({"OTEL_TRACES_EXPORTER": "OTLP, console,otlp"}, ("otlp", "console")),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}, ()),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}, ()),
+    ],
+)
+def test_tracing_is_on_when_an_exporter_or_an_otlp_endpoint_is_set(env, exporters):
+    assert Settings.from_env(env).tracing == exporters
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER='zipkin': 'zipkin'"),
+        ({"OTEL_TRACES_EXPORTER": "otlp,none"}, "'none' is not one of otlp, console"),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL='grpc'"),
+    ],
+)
+def test_a_tracing_variable_memql_cannot_honour_is_refused_naming_it(env, named):
+    with pytest.raises(ConfigurationError) as refused:
+        Settings.from_env(env)
+    assert named in str(refused.value)

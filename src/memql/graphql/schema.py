@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import strawberry
@@ -82,6 +82,7 @@ def build_schema(
     cost_at_once: int = 0,
     cost_wait: float = 5.0,
     limits: Limits = LIMITS,
+    extensions: Sequence[Callable[[], SchemaExtension]] = (),
 ) -> MemqlSchema:
     """The schema with memql's limits. `max_writes`: the memories one request may write,
     across all its fields and aliases; `batch_max` > 0 lets one POST carry that many
@@ -89,7 +90,8 @@ def build_schema(
     longest document text, refused before it is parsed; `max_cost`: the points one request
     may cost (0: not bounded); `cost_at_once`: the points one project's requests may cost
     together while they run, the next waiting up to `cost_wait` seconds for its turn (0: not
-    shared). `limits`: the page and recall sizes requests are costed by."""
+    shared). `limits`: the page and recall sizes requests are costed by. `extensions`: more
+    extensions, around memql's own (tracing's, whose operation span encloses them)."""
     documents = Documents(max_bytes=max_document_bytes, max_tokens=MAX_TOKENS, limits=limits)
     shares = CostShares(cost_at_once, cost_wait) if cost_at_once else None
     # The limiters' rules are classes made by their constructors: made once here, so every
@@ -102,7 +104,8 @@ def build_schema(
         # walks it at every spread: exponential in fragments spreading each other)
         max_aliases_rule(MAX_ALIASES),
     ]
-    extensions: list[Any] = [
+    every: list[Any] = [
+        *extensions,
         OperationMetrics,
         lambda: AddValidationRules(rules),
         # parsing (bounded in bytes and tokens) and validation, cached by digest
@@ -118,12 +121,12 @@ def build_schema(
     if not introspection:
         from strawberry.extensions import DisableIntrospection
 
-        extensions.append(DisableIntrospection)
+        every.append(DisableIntrospection)
     built = MemqlSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
-        extensions=extensions,
+        extensions=every,
         config=StrawberryConfig(
             disable_field_suggestions=not introspection,
             batching_config={"max_operations": batch_max} if batch_max else None,

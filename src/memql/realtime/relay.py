@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from memql import metrics
+from memql import metrics, spans
 from memql.db import events as db_events
 from memql.db.pool import system_connection
 from memql.leadership import Supervised, take_lock
@@ -119,16 +119,17 @@ class Relay(Supervised):
     async def _publish(self, events: Sequence[MemoryEvent], epoch: int) -> None:
         """Publish each event in order, with the credential epoch it was read at; while the
         broadcast is down, keep trying."""
-        delay = 0.05
-        for event in events:
-            message = wire.encode(event, epoch)
-            channel = wire.event_channel(event)
-            while True:
-                try:
-                    await self._bus.publish(channel, message)
-                    metrics.EVENTS_PUBLISHED.inc()
-                    break
-                except BusUnavailable as exc:
-                    log.debug("relay waits for the broadcast: %s", exc)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 1.0)
+        with spans.span("memql.relay.publish", {"memql.events": len(events)}):
+            delay = 0.05
+            for event in events:
+                message = wire.encode(event, epoch)
+                channel = wire.event_channel(event)
+                while True:
+                    try:
+                        await self._bus.publish(channel, message)
+                        metrics.EVENTS_PUBLISHED.inc()
+                        break
+                    except BusUnavailable as exc:
+                        log.debug("relay waits for the broadcast: %s", exc)
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 1.0)

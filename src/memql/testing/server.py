@@ -34,16 +34,23 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serving(settings: Settings, embedder: Embedder | None = None) -> AsyncIterator[str]:
+async def serving(
+    settings: Settings, embedder: Embedder | None = None, *, tracer_provider: Any = None
+) -> AsyncIterator[str]:
     """A memql server for `settings` on a real socket (a free port), in this process's event
     loop; yields its URL once it accepts requests. `embedder`: a loaded embedder to use instead
-    of the one `settings` name (one model shared by many servers, or a `HashEmbedder`)."""
+    of the one `settings` name (one model shared by many servers, or a `HashEmbedder`).
+    `tracer_provider`: an OpenTelemetry `TracerProvider` that gets the server's spans (through
+    its own processors: an in-memory exporter), tracing on whatever `settings` say."""
     from memql.app import create_app
 
     port = free_port()
+    app = create_app(
+        replace(settings, port=port), embedder=embedder, tracer_provider=tracer_provider
+    )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(replace(settings, port=port), embedder=embedder),
+            app,
             host="127.0.0.1",
             port=port,
             log_level="warning",
