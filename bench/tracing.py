@@ -11,13 +11,16 @@ process (it answers 200 to every `POST /v1/traces` and counts the spans' bytes),
 - `unsampled`: the same with `OTEL_TRACES_SAMPLER=always_off`: the instrumentation runs, no span
   is recorded.
 
+With `--baseline-src DIR` a fifth, `before`, runs the memql sources in DIR (a checkout of the
+commit before tracing came in) as it was: `off` against `before` is what the off switch costs.
+
 It seeds one user with `--memories` memories, then, in `--rounds` rounds, each server in turn
 (the order rotated each round) answers `--requests` of each operation from a client in another
 process (`bench/graphql_client.py`): `viewer`, `recall(limit: 5)` with one question (its vector
 cached after the first, so the embedding is not timed), a list of 20, and `saveMemory`. It
 prints each operation's median per server and its ratio to `off`.
 
-    python bench/tracing.py --memories 200 --requests 200 --rounds 3
+    python bench/tracing.py --memories 200 --requests 200 --rounds 3 [--baseline-src DIR/src]
 """
 
 from __future__ import annotations
@@ -84,9 +87,13 @@ async def otlp_sink() -> AsyncIterator[tuple[str, dict[str, int]]]:
         await task
 
 
-def server_env(database_url: str, sink: str, name: str) -> dict[str, str | None]:
+def server_env(
+    database_url: str, sink: str, name: str, baseline: str | None
+) -> dict[str, str | None]:
     env: dict[str, str | None] = dict.fromkeys(OTEL_VARIABLES)
     env["DATABASE_URL"] = database_url
+    if name == "before":
+        env["PYTHONPATH"] = baseline
     if name in ("on", "unsampled"):
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink
         env["OTEL_SERVICE_NAME"] = f"memql-bench-{name}"
@@ -116,8 +123,8 @@ def bodies(op: str, n: int, round_: int, name: str) -> list[dict[str, Any]]:
     ]
 
 
-async def main(memories: int, requests: int, rounds: int) -> None:
-    names = ["off", "on", "unsampled", "off-again"]
+async def main(memories: int, requests: int, rounds: int, baseline: str | None) -> None:
+    names = ["off", "on", "unsampled", "off-again", *(["before"] if baseline else [])]
     ops = ["viewer", "recall", "list", "saveMemory"]
     with tempfile.TemporaryDirectory(prefix="memql-bench-tracing-") as tmp:
         work = Path(tmp)
@@ -128,7 +135,9 @@ async def main(memories: int, requests: int, rounds: int) -> None:
             tenant = await make_tenant(url)
             headers = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "bench"}
             servers = {
-                name: ServeProcess.on_database(url, work, name, env=server_env(url, sink, name))
+                name: ServeProcess.on_database(
+                    url, work, name, env=server_env(url, sink, name, baseline)
+                )
                 for name in names
             }
             try:
@@ -180,6 +189,13 @@ async def main(memories: int, requests: int, rounds: int) -> None:
                 for op in ops
             }
             print("off-again / off: " + ", ".join(f"{op} {r:.2f}" for op, r in aa.items()))
+            if baseline:
+                before = {
+                    op: statistics.median(timed[("off", op)])
+                    / statistics.median(timed[("before", op)])
+                    for op in ops
+                }
+                print("off / before: " + ", ".join(f"{op} {r:.2f}" for op, r in before.items()))
 
 
 if __name__ == "__main__":
@@ -187,5 +203,6 @@ if __name__ == "__main__":
     parser.add_argument("--memories", type=int, default=200)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline-src", help="memql sources to run as `before`")
     args = parser.parse_args()
-    asyncio.run(main(args.memories, args.requests, args.rounds))
+    asyncio.run(main(args.memories, args.requests, args.rounds, args.baseline_src))

@@ -1,6 +1,7 @@
 """Fetch the browser libraries memql serves from the npm registry and copy them into the package.
 
-GraphiQL (and the React it runs on) are not kept in the repository: `npm ci` installs the
+GraphiQL (and the React it runs on) and graphql-ws (the inspector's live feed) are not kept in
+the repository: `npm ci` installs the
 versions pinned by `web/package-lock.json`, and the files the pages load are copied into
 `src/memql/http/web/vendor/` (git-ignored), which the wheel and the image carry. setup.py runs
 this on every build, editable installs included; run it by hand after changing the lock file:
@@ -27,8 +28,10 @@ FILES = {
     "graphiql.min.css": "graphiql/graphiql.min.css",
     "plugin-explorer.umd.js": "@graphiql/plugin-explorer/dist/index.umd.js",
     "plugin-explorer.css": "@graphiql/plugin-explorer/dist/style.css",
+    # the inspector's live feed (graphql-transport-ws); the UMD build is one file
+    "graphql-ws.min.js": "graphql-ws/umd/graphql-ws.min.js",
 }
-PACKAGES = ("react", "react-dom", "graphiql", "@graphiql/plugin-explorer")
+PACKAGES = ("react", "react-dom", "graphiql", "@graphiql/plugin-explorer", "graphql-ws")
 MANIFEST = "manifest.json"
 
 

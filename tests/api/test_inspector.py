@@ -4,7 +4,9 @@ through the API without a reload and resumes with `since` after the connection d
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -12,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.async_api import expect
 
+from memql.http import web
 from memql.settings import Settings
 from memql.testing import GraphQLClient, Tenant, serving
 from tests.browser import WATCH_POLICY
@@ -164,6 +167,87 @@ async def test_the_feed_resumes_with_since_after_the_connection_drops(
         "#feed li", "items => items.map(i => Number(i.dataset.cursor))"
     )
     assert cursors == sorted(cursors, reverse=True)  # newest first, in cursor order
+
+
+async def test_the_live_feed_speaks_graphql_transport_ws_through_the_graphql_ws_library(
+    offline, server, alice, tenant
+):
+    page = await offline.context.new_page()
+    loaded: list[str] = []
+    page.on("request", lambda request: loaded.append(urlsplit(request.url).path))
+    sent: list[dict] = []
+
+    def watch(socket) -> None:
+        socket.on("framesent", lambda frame: sent.append(json.loads(frame)))
+
+    page.on("websocket", watch)
+    await sign_in_with_key(page, server, tenant, "alice")
+    await save(alice, "Reads the news at breakfast.")
+    await feed_item(page, "Reads the news at breakfast.").wait_for(timeout=20_000)
+
+    # the library came from the package's vendor files (npm, at build time), not the internet
+    assert "/assets/vendor/graphql-ws.min.js" in loaded
+    assert await page.evaluate("typeof globalThis.graphqlWs.createClient") == "function"
+    assert offline.blocked == []
+    # what went over the socket is the library's: its init, then a subscription whose id is
+    # the library's generated UUID, carrying the feed's `since`
+    init, subscribe = sent[0], next(m for m in sent if m["type"] == "subscribe")
+    assert init == {
+        "type": "connection_init",
+        "payload": {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "alice"},
+    }
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", subscribe["id"]
+    )
+    assert "memoryEvents" in subscribe["payload"]["query"]
+    assert "since" in subscribe["payload"]["variables"]
+    # the page's own module has no protocol client of its own any more
+    module = (Path(web.__file__).parent / "inspector" / "graphql.js").read_text()
+    assert "new WebSocket" not in module and "connection_init" not in module
+
+
+async def test_refused_credentials_end_the_feed_with_the_reason_instead_of_retrying(
+    offline, server
+):
+    page = await offline.context.new_page()
+    await page.goto(server + "/inspector/")
+    statuses = await page.evaluate(
+        """async () => {
+          const { EventFeed } = await import("/inspector/graphql.js");
+          const seen = [];
+          const url = location.origin.replace(/^http/, "ws") + "/graphql";
+          const feed = new EventFeed(url, { kind: "key", key: "mq_not_a_key", userId: "eve" }, {
+            query: "subscription { memoryEvents { cursor } }",
+            onEvent: () => {},
+            onStatus: (name, note = "") => seen.push([name, note]),
+          });
+          await feed.start();
+          const deadline = Date.now() + 15000;
+          while (!seen.some(([name]) => name === "refused") && Date.now() < deadline)
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          await new Promise((resolve) => setTimeout(resolve, 1500));  // no retry follows
+          return seen;
+        }"""
+    )
+    names = [name for name, _ in statuses]
+    assert "refused" in names, statuses
+    assert names[-1] == "refused" and "reconnecting" not in names, statuses
+
+
+async def test_without_the_library_file_the_page_works_and_the_feed_says_how_to_build_it(
+    offline, server, tenant, alice
+):
+    page = await offline.context.new_page()
+    await page.route("**/assets/vendor/graphql-ws.min.js", lambda route: route.abort())
+    await save(alice, "Keeps a paper notebook.")
+    await page.goto(server + "/inspector")
+    await page.fill("input[name=key]", tenant.key)
+    await page.fill("input[name=userId]", "alice")
+    await page.click("#sign-in-form button[type=submit]")
+    await page.locator("#viewer-user", has_text="alice").wait_for(timeout=20_000)
+    await page.locator("#feed-status[data-state=ended]").wait_for(timeout=20_000)
+    assert "python web/build.py" in await page.inner_text("#feed-note")
+    await page.locator("#memory-list li", has_text="Keeps a paper notebook.").wait_for()
 
 
 @pytest.fixture(scope="module")

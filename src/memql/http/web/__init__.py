@@ -7,7 +7,9 @@
   `/assets/pages/`: the page has no inline script or style, which its policy forbids
   (`headers.py`).
 - The inspector at `/inspector/`: plain HTML, CSS and ES modules in `inspector/`, written here
-  and served as they are (no build step); it talks to `/graphql` like any browser app.
+  and served as they are (no build step); it talks to `/graphql` like any browser app, its live
+  feed through the graphql-ws library (`vendor/graphql-ws.min.js`, from npm like GraphiQL's).
+- `GET /`: links to the rest (`home.html`), or the same as JSON when asked for JSON.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import html
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -50,6 +52,29 @@ def graphiql_html() -> str:
     return (HERE / "graphiql.html").read_text(encoding="utf-8")
 
 
+# what `GET /` links to, for a client that asks for JSON
+LINKS = {
+    "graphql": "/graphql",
+    "inspector": "/inspector/",
+    "healthz": "/healthz",
+    "readyz": "/readyz",
+    "mcp": "/mcp",
+}
+
+
+def wants_json(request: Request) -> bool:
+    """The client asked for JSON and not for a page (a browser's Accept names text/html)."""
+    accept = request.headers.get("accept", "")
+    return "json" in accept and "text/html" not in accept
+
+
+async def home(request: Request) -> Response:
+    """Where to go from the root: a page of links, or the links as JSON."""
+    if wants_json(request):
+        return JSONResponse({"service": "memql", "links": LINKS})
+    return HTMLResponse((HERE / "home.html").read_text(encoding="utf-8"))
+
+
 async def to_inspector(request: Request) -> Response:
     # the page's modules are relative to /inspector/
     return RedirectResponse("/inspector/", status_code=308)
@@ -57,6 +82,7 @@ async def to_inspector(request: Request) -> Response:
 
 def routes() -> list[BaseRoute]:
     return [
+        Route("/", home),
         Mount("/assets/vendor", StaticFiles(directory=VENDOR, check_dir=False), name="vendor"),
         # the pages' own scripts and styles: no inline code, so the pages' policy allows none
         Mount("/assets/pages", StaticFiles(directory=PAGES), name="pages"),
