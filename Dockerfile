@@ -17,7 +17,7 @@ COPY web/package.json web/package-lock.json web/build.py ./web/
 COPY --from=web /src/web/node_modules ./web/node_modules
 COPY src ./src
 # setup.py copies GraphiQL's files from web/node_modules into the package it installs
-RUN /opt/memql/bin/pip install -c constraints.txt '.[local]'
+RUN /opt/memql/bin/pip install -c constraints.txt '.[local,tracing]'
 
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 memql

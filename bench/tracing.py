@@ -18,7 +18,9 @@ It seeds one user with `--memories` memories, then, in `--rounds` rounds, each s
 (the order rotated each round) answers `--requests` of each operation from a client in another
 process (`bench/graphql_client.py`): `viewer`, `recall(limit: 5)` with one question (its vector
 cached after the first, so the embedding is not timed), a list of 20, and `saveMemory`. It
-prints each operation's median per server and its ratio to `off`.
+prints each operation's median latency per server and its ratio to `off`, then the server
+process's CPU time per request (all its threads, from /proc: it does not wait for the machine's
+other work, so it compares the builds even on a busy machine).
 
     python bench/tracing.py --memories 200 --requests 200 --rounds 3 [--baseline-src DIR/src]
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 from collections import defaultdict
@@ -85,6 +88,13 @@ async def otlp_sink() -> AsyncIterator[tuple[str, dict[str, int]]]:
     finally:
         server.should_exit = True
         await task
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (utime + stime, from /proc) of the process `pid`, all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def server_env(
@@ -163,13 +173,18 @@ async def main(memories: int, requests: int, rounds: int, baseline: str | None) 
                             server.url, headers, bodies(op, 20, -1, server.name)
                         )
                 timed: dict[tuple[str, str], list[float]] = defaultdict(list)
+                # the server process's CPU milliseconds per request, per round
+                cpu: dict[tuple[str, str], list[float]] = defaultdict(list)
                 for round_ in range(rounds):
                     order = names[round_ % len(names) :] + names[: round_ % len(names)]
                     for name in order:
+                        pid = servers[name].proc.pid
                         for op in ops:
+                            before = cpu_seconds(pid)
                             timed[(name, op)] += await time_from_another_process(
                                 servers[name].url, headers, bodies(op, requests, round_, name)
                             )
+                            cpu[(name, op)].append((cpu_seconds(pid) - before) * 1000 / requests)
             finally:
                 for server in servers.values():
                     server.stop()
@@ -182,6 +197,16 @@ async def main(memories: int, requests: int, rounds: int, baseline: str | None) 
                 print(
                     f"| {op} | {cells} | {med['on'] / med['off']:.2f}"
                     f" | {med['unsampled'] / med['off']:.2f} |"
+                )
+            print("\nserver CPU ms per request (median of the rounds):")
+            print("| operation | " + " | ".join(names) + " | on / off | unsampled / off |")
+            print("|---|" + "---|" * (len(names) + 2))
+            for op in ops:
+                per = {n: statistics.median(cpu[(n, op)]) for n in names}
+                cells = " | ".join(f"{per[n]:.2f}" for n in names)
+                print(
+                    f"| {op} | {cells} | {per['on'] / per['off']:.2f}"
+                    f" | {per['unsampled'] / per['off']:.2f} |"
                 )
             aa = {
                 op: statistics.median(timed[("off-again", op)])

@@ -29,6 +29,7 @@ from memql.testing import (
     webhook_receiver,
 )
 from tests.operations import SAVE
+from tests.ws import EventSubscription
 
 ADD_WEBHOOK = """
 mutation Add($url: String!) { addWebhook(url: $url) { webhook { id } } }
@@ -265,3 +266,21 @@ async def test_a_failed_delivery_is_a_span_in_error_saying_why(traced: Traced, t
     # each attempt is its own span, each request its own traceparent
     parents = {r.headers["traceparent"] for r in receiver.attempts()}
     assert len(parents) == len(receiver.attempts()) >= 2
+
+
+async def test_a_subscription_streams_with_tracing_on_its_websocket_one_span(
+    traced: Traced, traced_db: str
+):
+    tenant = await make_tenant(traced_db)
+    alice = GraphQLClient(traced.http, tenant.key, "alice")
+    traced.exporter.clear()
+    async with EventSubscription(traced.base, tenant.key, "alice") as subscription:
+        await alice.ok(SAVE, {"input": {"content": "Cycles on Sundays", "kind": "TOPICAL"}})
+        [event] = await subscription.take(1)
+        assert event["type"] == "memory.created"
+        assert event["memory"]["content"] == "Cycles on Sundays"
+    await until(
+        lambda: any(s.name.endswith("/graphql") and "websocket" in s.name.lower() or (
+            (s.attributes or {}).get("http.scheme") == "ws") for s in traced.spans()),
+        what="the websocket's span did not end",
+    )
