@@ -22,7 +22,7 @@ prints each operation's median latency per server and its ratio to `off`, then t
 process's CPU time per request (all its threads, from /proc: it does not wait for the machine's
 other work, so it compares the builds even on a busy machine).
 
-    python bench/tracing.py --memories 200 --requests 200 --rounds 3 [--baseline-src DIR/src]
+    python bench/tracing_cost.py --memories 200 --requests 200 --rounds 3 [--baseline-src DIR/src]
 """
 
 from __future__ import annotations
