@@ -34,6 +34,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run on a primary with a hot standby (memql.testing.standby), every memql the"
         " tests start reading on the standby (as MEMQL_READ_DATABASE_URL would)",
     )
+    parser.addoption(
+        "--citus",
+        action="store_true",
+        help="run on a Citus cluster (memql.testing.citus: a coordinator and 2 workers on"
+        " loopback, Citus built by scripts/build-citus.sh when its cache is absent), every"
+        " database distributed by `memql migrate`",
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -62,6 +69,10 @@ async def postgres(data_dir: Path, request: pytest.FixtureRequest) -> AsyncItera
     from memql import runtime
     from memql.settings import Settings
 
+    if request.config.getoption("--citus"):
+        async for url in _on_citus(data_dir):
+            yield url
+        return
     if not request.config.getoption("--reads-on-standby"):
         async with runtime.open_database(Settings(data_dir=data_dir)) as url:
             yield url
@@ -83,6 +94,33 @@ async def postgres(data_dir: Path, request: pytest.FixtureRequest) -> AsyncItera
     finally:
         patch.undo()
         await asyncio.to_thread(pair.stop)
+
+
+async def _on_citus(data_dir: Path) -> AsyncIterator[str]:
+    """A Citus cluster for the run; every database of a test made on each of its nodes."""
+    from memql import runtime
+    from memql.settings import Settings
+    from memql.testing import database
+    from memql.testing.citus import CitusCluster
+
+    cluster = await asyncio.to_thread(CitusCluster, data_dir / "citus")
+
+    async def create(url: str, name: str) -> str:
+        return await asyncio.to_thread(cluster.create_database, name)
+
+    async def drop(url: str, name: str) -> None:
+        await asyncio.to_thread(cluster.drop_database, name)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(database, "create_database", create)
+    patch.setattr(database, "drop_database", drop)
+    patch.setenv("MEMQL_TEST_CITUS_WORKDIR", str(cluster.workdir))
+    try:
+        async with runtime.open_database(Settings(database_url=cluster.coordinator_url)) as url:
+            yield url
+    finally:
+        patch.undo()
+        await asyncio.to_thread(cluster.stop)
 
 
 @pytest.fixture(scope="session")

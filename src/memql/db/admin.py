@@ -27,7 +27,7 @@ from memql.db.pool import Conn
 from memql.db.session import DATABASE_AWAY, OUT_OF_TIME
 from memql.db.tenants import _KEY_COLUMNS, _api_key
 from memql.db.webhooks import _COLUMNS as _WEBHOOK_COLUMNS
-from memql.db.webhooks import _webhook
+from memql.db.webhooks import _webhook, endpoints_changed
 from memql.errors import BadInput, Conflict, DeadlineExceeded, NotFound, ServiceUnavailable
 from memql.model import ApiKey, JwtConfig, Project, Webhook
 
@@ -190,7 +190,10 @@ async def delete_webhook(conn: Conn, webhook_id: uuid.UUID) -> Webhook | None:
             (webhook_id,),
         )
         row = await cur.fetchone()
-    return _webhook(row) if row is not None else None
+    if row is None:
+        return None
+    await endpoints_changed(conn)
+    return _webhook(row)
 
 
 # ---- the audit log ----------------------------------------------------------------------------

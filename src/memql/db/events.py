@@ -284,6 +284,19 @@ INSERT_EVENTS = """
 """
 
 
+# On Citus the same, in two statements, each routed to the project's shard: the draw, then the
+# events with their cursors as values. (Citus runs the one statement above as an INSERT ...
+# SELECT through the coordinator, over a second connection to the worker, and so commits it
+# in two phases, which the events' NOTIFY forbids.)
+DRAW_CURSORS = """
+    insert into project_cursors as c (project_id, last)
+    values (%(project_id)s, %(count)s)
+    on conflict (project_id) do update set last = c.last + excluded.last
+    returning last
+"""
+_EVENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
+
+
 @dataclass
 class PendingEvents:
     """A write transaction's events, written by `write` once everything else the transaction
@@ -291,6 +304,8 @@ class PendingEvents:
     ends, and nothing else should wait for that, or be waited for while holding it."""
 
     principal: Principal
+    # the database is a Citus coordinator's (see DRAW_CURSORS)
+    distributed: bool = False
     _events: list[tuple[EventType, Scope, uuid.UUID | None, dict[str, Any]]] = field(
         default_factory=list
     )
@@ -307,18 +322,22 @@ class PendingEvents:
     async def write(self, conn: Conn) -> list[int]:
         """Record the events in one statement, in the order added; their cursors."""
         events, self._events = self._events, []
-        return await insert_events(conn, self.principal, events)
+        return await insert_events(conn, self.principal, events, distributed=self.distributed)
 
 
 async def insert_events(
     conn: Conn,
     principal: Principal,
     events: Sequence[tuple[EventType, Scope, uuid.UUID | None, dict[str, Any]]],
+    *,
+    distributed: bool = False,
 ) -> list[int]:
     """Record events, (type, scope, memory id, payload) each, in order: the last statement of
     the write's transaction. Their cursors, in the same order."""
     if not events:
         return []
+    if distributed:
+        return await _insert_events_routed(conn, principal, events)
     cur = await conn.execute(
         INSERT_EVENTS,
         {
@@ -333,3 +352,35 @@ async def insert_events(
         },
     )
     return sorted(int(row[0]) for row in await cur.fetchall())
+
+
+async def _insert_events_routed(
+    conn: Conn,
+    principal: Principal,
+    events: Sequence[tuple[EventType, Scope, uuid.UUID | None, dict[str, Any]]],
+) -> list[int]:
+    cur = await conn.execute(
+        DRAW_CURSORS, {"project_id": principal.project_id, "count": len(events)}
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    first = int(row[0]) - len(events) + 1
+    values: list[Any] = []
+    for n, (type, scope, memory_id, payload) in enumerate(events):
+        values += [
+            first + n,
+            principal.project_id,
+            scope.value,
+            principal.owner_for(scope),
+            str(type),
+            memory_id,
+            principal.user_id,
+            Jsonb(payload),
+        ]
+    await conn.execute(
+        "insert into memory_events"
+        " (cursor, project_id, scope, owner_id, type, memory_id, actor_id, payload)"
+        " values " + ", ".join([_EVENT_ROW] * len(events)),
+        values,
+    )
+    return list(range(first, first + len(events)))

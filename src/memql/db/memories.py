@@ -142,28 +142,37 @@ async def insert_memories(
     return memories
 
 
+# one memory, by its key (project_id, id): with the project, a write on Citus goes to the one
+# shard that holds the row (a write to every shard would commit in two phases)
+_THE_MEMORY = "m.project_id = %(project_id)s and m.id = %(id)s"
+
+
+def _the(memory: Memory) -> dict[str, Any]:
+    return {"project_id": memory.project_id, "id": memory.id}
+
+
 async def absorb(
-    conn: Conn, memory_id: uuid.UUID, source_thread_ids: Sequence[str], pinned: bool
+    conn: Conn, memory: Memory, source_thread_ids: Sequence[str], pinned: bool
 ) -> Memory:
-    """Fold a near-duplicate save into `memory_id`: new thread ids, a pin kept, updated_at now."""
+    """Fold a near-duplicate save into `memory`: new thread ids, a pin kept, updated_at now."""
     sql = f"""
         update memories as m set
             source_thread_ids = %(ids)s,
             pinned = m.pinned or %(pinned)s,
             updated_at = clock_timestamp()
-        where m.id = %(id)s
+        where {_THE_MEMORY}
         returning {MEMORY_COLUMNS}
     """
-    memory = await _fetch_memory(
-        conn, sql, {"id": memory_id, "ids": list(source_thread_ids), "pinned": pinned}
+    absorbed = await _fetch_memory(
+        conn, sql, {**_the(memory), "ids": list(source_thread_ids), "pinned": pinned}
     )
-    assert memory is not None
-    return memory
+    assert absorbed is not None
+    return absorbed
 
 
 async def invalidate(
     conn: Conn,
-    memory_id: uuid.UUID,
+    memory: Memory,
     reason: InvalidationReason,
     *,
     superseded_by: uuid.UUID | None = None,
@@ -174,40 +183,43 @@ async def invalidate(
             invalidated_at = case when %(at_expiry)s then m.expires_at else clock_timestamp() end,
             invalidation_reason = %(reason)s,
             superseded_by = coalesce(%(superseded_by)s, m.superseded_by)
-        where m.id = %(id)s
+        where {_THE_MEMORY}
         returning {MEMORY_COLUMNS}
     """
-    memory = await _fetch_memory(
+    invalidated = await _fetch_memory(
         conn,
         sql,
         {
-            "id": memory_id,
+            **_the(memory),
             "reason": str(reason),
             "superseded_by": superseded_by,
             "at_expiry": at_expiry,
         },
     )
-    assert memory is not None
-    return memory
+    assert invalidated is not None
+    return invalidated
 
 
-async def reinstate(conn: Conn, memory_id: uuid.UUID) -> Memory:
+async def reinstate(conn: Conn, memory: Memory) -> Memory:
     sql = f"""
         update memories as m set invalidated_at = null, invalidation_reason = null,
             updated_at = clock_timestamp()
-        where m.id = %(id)s
+        where {_THE_MEMORY}
         returning {MEMORY_COLUMNS}
     """
-    memory = await _fetch_memory(conn, sql, {"id": memory_id})
-    assert memory is not None
-    return memory
+    reinstated = await _fetch_memory(conn, sql, _the(memory))
+    assert reinstated is not None
+    return reinstated
 
 
 async def erase_chain(conn: Conn, principal: Principal, memory: Memory) -> list[uuid.UUID]:
     """Hard-delete every version of `memory` and the events that carry their content."""
     ids = [m.id for m in await history(conn, principal, memory.id, [memory.scope])]
-    await conn.execute("delete from memory_events where memory_id = any(%s)", (ids,))
-    await conn.execute("delete from memories where id = any(%s)", (ids,))
+    params = (principal.project_id, ids)
+    await conn.execute(
+        "delete from memory_events where project_id = %s and memory_id = any(%s)", params
+    )
+    await conn.execute("delete from memories where project_id = %s and id = any(%s)", params)
     return ids
 
 
@@ -254,11 +266,13 @@ async def history(
             select m.id, m.supersedes from memories m where m.id = %(id)s and {VISIBLE}
             union all
             select p.id, p.supersedes from memories p join back b on p.id = b.supersedes
+            where p.project_id = %(project_id)s
         ),
         fwd(id, superseded_by) as (
             select m.id, m.superseded_by from memories m where m.id = %(id)s and {VISIBLE}
             union all
             select n.id, n.superseded_by from memories n join fwd f on n.id = f.superseded_by
+            where n.project_id = %(project_id)s
         )
         select {MEMORY_COLUMNS} from memories m
         where m.id in (select id from back union select id from fwd) and {VISIBLE}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -22,6 +23,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from memql.db.pool import SYSTEM_ROLE, Conn
@@ -40,14 +42,26 @@ log = logging.getLogger(__name__)
 
 
 async def bind_principal(
-    conn: Conn, principal: Principal, settings: Sequence[tuple[str, str]] = ()
+    conn: Conn,
+    principal: Principal,
+    settings: Sequence[tuple[str, str]] = (),
+    *,
+    distributed: bool = False,
 ) -> None:
     """Scope this transaction to `principal` (row-level security policies read these values)
     and apply `settings` to it, in one statement that also checks the principal's credential:
     when its key was revoked or has expired, or its project lost its entitlement or was
     deleted, the statement fails with `InvalidAuthorizationSpecification`
     (010_credential_check.sql, 015_key_names_and_expiry.sql) and the transaction runs nothing
-    more. In pipeline mode the statement is only queued."""
+    more. In pipeline mode the statement is only queued.
+
+    `distributed` (a Citus coordinator): the values are set with `SET LOCAL` statements, which
+    Citus sends on to the workers (`citus.propagate_set_commands = 'local'`), where the shards'
+    policies read them; a `set_config` would stay on the coordinator. They are pipelined, and
+    the transaction must be an explicit one."""
+    if distributed:
+        await _bind_distributed(conn, principal, settings)
+        return
     extra = "".join(f", set_config(%(s{i})s, %(v{i})s, true)" for i in range(len(settings)))
     params: dict[str, Any] = {
         "project_id": str(principal.project_id),
@@ -64,6 +78,38 @@ async def bind_principal(
         """,
         params,
     )
+
+
+# a setting's name as SET takes it (memql's own names only: never a caller's input)
+_SETTING_NAME = re.compile(r"[a-z_]+(\.[a-z_]+)?")
+
+
+async def _bind_distributed(
+    conn: Conn, principal: Principal, settings: Sequence[tuple[str, str]]
+) -> None:
+    values = [
+        ("memql.project_id", str(principal.project_id)),
+        ("memql.user_id", principal.user_id),
+        *settings,
+    ]
+    async with conn.pipeline():
+        await conn.execute("set local citus.propagate_set_commands = 'local'")
+        for name, value in values:
+            if not _SETTING_NAME.fullmatch(name):
+                raise ValueError(f"not a setting's name: {name!r}")
+            # SET takes no parameters: the value goes in as a quoted literal
+            await conn.execute(sql.SQL("set local {} = {}").format(sql.SQL(name), sql.Literal(value)))
+        await conn.execute(
+            "select memql_credential_holds(%s::uuid, %s::uuid)",
+            (principal.project_id, principal.key_id),
+        )
+
+
+async def is_distributed(conn: Conn) -> bool:
+    """The database is a Citus coordinator's (memql's tables distributed by project)."""
+    cur = await conn.execute("select exists (select from pg_extension where extname = 'citus')")
+    row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 def _statement_timeout() -> list[tuple[str, str]]:
@@ -165,6 +211,13 @@ class Sessions:
         (None: the whole pool)."""
         self._pool = pool
         self.shares = ProjectShares(project_slots or pool.max_size)
+        # a Citus coordinator (bind_principal's `distributed`): known from the first connection
+        self._distributed: bool | None = None
+
+    @property
+    def distributed(self) -> bool:
+        """The database is a Citus coordinator's (known once a connection was taken)."""
+        return bool(self._distributed)
 
     @asynccontextmanager
     async def _connection(
@@ -184,6 +237,9 @@ class Sessions:
             async with self.shares.slot(principal.project_id, wait):
                 wait -= asyncio.get_running_loop().time() - started
                 async with self._pool.connection(timeout=max(wait, 0.001)) as conn:
+                    if self._distributed is None:
+                        self._distributed = await is_distributed(conn)
+                        await conn.commit()
                     yield conn
         except pg_errors.InvalidAuthorizationSpecification:
             raise Unauthenticated(STALE_CREDENTIAL) from None
@@ -214,7 +270,12 @@ class Sessions:
         `committed` runs on the connection once the transaction has committed."""
         async with self._connection(principal) as conn:
             async with conn.transaction():
-                await bind_principal(conn, principal, [*settings, *_statement_timeout()])
+                await bind_principal(
+                    conn,
+                    principal,
+                    [*settings, *_statement_timeout()],
+                    distributed=bool(self._distributed),
+                )
                 try:
                     yield conn
                 except pg_errors.UniqueViolation as exc:
@@ -244,6 +305,14 @@ class Sessions:
         `ready` runs on the connection first, each of its statements a transaction of its own
         (a standby's replay is waited for there: `db/replica.py`)."""
         async with self._connection(principal, wait) as conn:
+            if self._distributed:
+                # SET LOCAL (the binding on Citus) needs a transaction block of its own
+                async with conn.transaction(), conn.pipeline():
+                    await bind_principal(
+                        conn, principal, [*settings, *_statement_timeout()], distributed=True
+                    )
+                    yield conn
+                return
             await conn.set_autocommit(True)
             try:
                 if ready is not None:

@@ -43,7 +43,7 @@ _STORED = [name for name in MEMORY_FIELDS if name != "embedding_model"]
 IMPORT = f"""
     insert into memories ({", ".join(_STORED)}, embedding_model, embedding)
     values ({", ".join(["%s"] * (len(_STORED) + 2))})
-    on conflict (id) do nothing
+    on conflict (project_id, id) do nothing
 """
 
 

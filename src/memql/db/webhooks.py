@@ -82,7 +82,16 @@ async def insert_webhook(
         )
         row = await cur.fetchone()
     assert row is not None
+    await endpoints_changed(conn)
     return _webhook(row)
+
+
+async def endpoints_changed(conn: Conn) -> None:
+    """Tell the deliverer, at commit, that the endpoints changed. The table's trigger says it
+    too (006_webhooks.sql; PostgreSQL sends one of the two identical notifications); on Citus
+    the trigger is dropped (it would fire on a worker, which the deliverer does not hear) and
+    this runs on the coordinator, in the session of the change."""
+    await conn.execute("select pg_notify('memql_webhooks', '')")
 
 
 async def count_webhooks(conn: Conn, project_id: uuid.UUID) -> int:
@@ -121,7 +130,10 @@ async def delete_webhook(
         " and (%(project_id)s::uuid is null or project_id = %(project_id)s)",
         {"id": webhook_id, "project_id": project_id},
     )
-    return cur.rowcount == 1
+    if cur.rowcount != 1:
+        return False
+    await endpoints_changed(conn)
+    return True
 
 
 async def delivery_targets(conn: Conn) -> list[tuple[Webhook, str]]:

@@ -193,7 +193,7 @@ class MemoryService:
         async with self._writing(principal) as (conn, events):
             memory = await self._locate_locked(conn, principal, ref)
             self._require_live(memory, "retire")
-            retired = await db_memories.invalidate(conn, memory.id, InvalidationReason.RETIRED)
+            retired = await db_memories.invalidate(conn, memory, InvalidationReason.RETIRED)
             saving.emit(events, EventType.RETIRED, memory)
             return retired
 
@@ -210,7 +210,7 @@ class MemoryService:
                 conn, principal, memory.scope, memory.key
             ):
                 raise Conflict(f"another live memory holds the key {memory.key!r}")
-            restored = await db_memories.reinstate(conn, memory.id)
+            restored = await db_memories.reinstate(conn, memory)
             saving.emit(events, EventType.RESTORED, memory)
             return restored
 
@@ -245,7 +245,7 @@ class MemoryService:
         write, so their next read sees it."""
         committed = partial(self._reads.wrote, principal) if self._reads.on_standby else None
         async with self._sessions.bound(principal, settings, committed=committed) as conn:
-            events = db_events.PendingEvents(principal)
+            events = db_events.PendingEvents(principal, self._sessions.distributed)
             yield conn, events
             await events.write(conn)
 

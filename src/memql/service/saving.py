@@ -139,7 +139,7 @@ class Saving:
         if isinstance(decision, Create):
             if decision.expired is not None:
                 await db_memories.invalidate(
-                    conn, decision.expired.id, InvalidationReason.EXPIRED, at_expiry=True
+                    conn, decision.expired, InvalidationReason.EXPIRED, at_expiry=True
                 )
             created = await db_memories.insert_memory(
                 conn, principal, new, scope=scope, embedding=vector, model=self._model
@@ -176,7 +176,7 @@ class Saving:
     ) -> SaveResult:
         existing = decision.target.memory
         absorbed = await db_memories.absorb(
-            conn, existing.id, decision.source_thread_ids, decision.pinned
+            conn, existing, decision.source_thread_ids, decision.pinned
         )
         emit(
             events,
@@ -211,7 +211,7 @@ class Saving:
     ) -> SaveResult:
         new_id = uuid.uuid4()
         retired = await db_memories.invalidate(
-            conn, old.id, InvalidationReason.SUPERSEDED, superseded_by=new_id
+            conn, old, InvalidationReason.SUPERSEDED, superseded_by=new_id
         )
         created = await db_memories.insert_memory(
             conn,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -31,16 +31,30 @@ async def fresh_database(url: str, *, migrated: bool = True) -> AsyncIterator[st
     at the end; yields its URL. For tests that change what a whole database holds (its
     embedding space) or must not share one."""
     name = f"memql_{uuid.uuid4().hex[:12]}"
-    async with await owner_connection(url, autocommit=True) as conn:
-        await conn.execute(f'create database "{name}"')
+    fresh = await create_database(url, name)
     try:
-        fresh = url_for_database(url, name)
         if migrated:
             await migrate(fresh)
         yield fresh
     finally:
-        async with await owner_connection(url, autocommit=True) as conn:
-            await conn.execute(f'drop database "{name}" with (force)')
+        await drop_database(url, name)
+
+
+async def _create(url: str, name: str) -> str:
+    async with await owner_connection(url, autocommit=True) as conn:
+        await conn.execute(f'create database "{name}"')
+    return url_for_database(url, name)
+
+
+async def _drop(url: str, name: str) -> None:
+    async with await owner_connection(url, autocommit=True) as conn:
+        await conn.execute(f'drop database "{name}" with (force)')
+
+
+# How a database is made and dropped on the server of a URL; a cluster of several servers
+# (`memql.testing.citus`) puts its own in their place, for the run it serves.
+create_database: Callable[[str, str], Awaitable[str]] = _create
+drop_database: Callable[[str, str], Awaitable[None]] = _drop
 
 
 @dataclass(frozen=True)
@@ -68,16 +82,17 @@ async def log_event(database_url: str, project_id: uuid.UUID) -> tuple[int, floa
     own as a write's is (no memory behind it: for measuring delivery alone); its cursor and
     when COMMIT returned (`time.monotonic`)."""
     async with await owner_connection(database_url) as conn:
+        # two statements, each routed to the project's shard on Citus (db.events.DRAW_CURSORS)
         cur = await conn.execute(
-            "with drawn as (insert into project_cursors as c (project_id, last) values (%s, 1)"
-            " on conflict (project_id) do update set last = c.last + 1 returning last)"
-            " insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
-            " select drawn.last, %s, 'project', '', 'memory.retired', 'bench' from drawn"
-            " returning cursor",
-            (project_id, project_id),
+            db_events.DRAW_CURSORS, {"project_id": project_id, "count": 1}
         )
         row = await cur.fetchone()
         assert row is not None
+        await conn.execute(
+            "insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
+            " values (%s, %s, 'project', '', 'memory.retired', 'bench')",
+            (row[0], project_id),
+        )
         await conn.commit()
         return int(row[0]), time.monotonic()
 
