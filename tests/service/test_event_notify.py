@@ -5,10 +5,13 @@ relay woken for one project still publishes every other project's events."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
+from memql.db import cluster as db_cluster
 from memql.db import events as db_events
 from memql.db.pool import owner_connection
+from memql.db.session import is_distributed
 from memql.model import Access, Consumer, Grant, Kind, Principal
 from memql.realtime import wire
 from memql.requests import MemoryDraft
@@ -24,11 +27,23 @@ def principal_of(tenant: Tenant) -> Principal:
     )  # fmt: skip
 
 
+async def where_notified(database_url: str, project_id: uuid.UUID) -> str:
+    """Where the project's writes notify: the database itself, or on Citus the worker that
+    holds the project's shard."""
+    async with await owner_connection(database_url, autocommit=True) as conn:
+        if not await is_distributed(conn):
+            return database_url
+        group = await db_cluster.group_of(conn, project_id)
+    return group.url(database_url)
+
+
 async def test_a_batch_save_notifies_once_naming_its_project_and_last_cursor(
     tenant: Tenant, database_url: str, embedder: Any
 ):
     async with (
-        await owner_connection(database_url, autocommit=True) as listener,
+        await owner_connection(
+            await where_notified(database_url, tenant.project_id), autocommit=True
+        ) as listener,
         open_memql(Settings(database_url=database_url, pool_max_size=2), embedder=embedder) as m,
     ):
         await listener.execute(f"listen {db_events.NOTIFY_CHANNEL}")
@@ -79,15 +94,18 @@ async def test_the_relay_woken_for_one_project_publishes_the_others_too(
         async with bus.inbox([(wire.channel(b.project_id), "project")], 100) as inbox:
             async with await owner_connection(database_url) as conn:
                 # B's event, its notification suppressed by the trigger being off for this
-                # transaction only: only the sweep can find it
+                # transaction only: only the sweep can find it (on Citus, on the worker too,
+                # in the two routed statements of a write there)
+                await conn.execute("set local citus.propagate_set_commands = 'local'")
                 await conn.execute("set local session_replication_role = replica")
+                cur = await conn.execute(
+                    db_events.DRAW_CURSORS, {"project_id": b.project_id, "count": 1}
+                )
+                [drawn] = await cur.fetchone() or (None,)
                 await conn.execute(
-                    "with drawn as (insert into project_cursors as c (project_id, last)"
-                    " values (%s, 1) on conflict (project_id) do update set last = c.last + 1"
-                    " returning last) insert into memory_events (cursor, project_id, scope,"
-                    " owner_id, type, actor_id) select drawn.last, %s, 'project', '',"
-                    " 'memory.retired', 'test' from drawn",
-                    (b.project_id, b.project_id),
+                    "insert into memory_events (cursor, project_id, scope, owner_id, type,"
+                    " actor_id) values (%s, %s, 'project', '', 'memory.retired', 'test')",
+                    (drawn, b.project_id),
                 )
                 await conn.commit()
             await log_event(database_url, a.project_id)

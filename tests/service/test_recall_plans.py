@@ -40,7 +40,7 @@ async def prepared_recalls(
                 ranked = await db_recall.recall(
                     conn, principal, query="tea or coffee", embedding=vector, model="m",
                     criteria=Criteria(tuple(scopes), MemoryFilter(categories=categories)),
-                    weights=DEFAULT_WEIGHTS, limit=5,
+                    weights=DEFAULT_WEIGHTS, limit=5, routed=sessions.distributed,
                 )  # fmt: skip
             assert await ranked.hits() == []
         async with pool.connection() as conn:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import uuid
 
 import psycopg
+import pytest
 
 from memql.db.pool import APP_ROLE, owner_connection
+from memql.db.session import is_distributed
 from memql.testing import fresh_database
 
 
@@ -37,6 +39,12 @@ async def test_every_table_holding_a_user_id_forces_row_level_security(postgres)
 async def test_memory_counts_shows_the_request_role_only_its_principal_and_its_owner_nothing(
     postgres,
 ):
+    async with await owner_connection(postgres, autocommit=True) as conn:
+        if await is_distributed(conn):
+            # the owner's change and the reads in one transaction, as two roles: Citus refuses
+            # to read placements a transaction changed as another role (the policies are the
+            # same on the shards: tests/cluster/test_citus.py reads them through a principal)
+            pytest.skip("a single PostgreSQL's table ownership")
     async with fresh_database(postgres) as url:
         role = f"memql_owner_{uuid.uuid4().hex[:8]}"
         async with await owner_connection(url, autocommit=True) as conn:

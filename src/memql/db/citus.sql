@@ -9,13 +9,17 @@
 set local citus.enable_unsafe_triggers = on;
 
 -- A table that a foreign key to a reference table points from becomes a Citus local table,
--- which can no longer be distributed: the keys to `projects` are taken off first and put
--- back once every table is in place.
+-- which can no longer be distributed; and rows copied into the shards under a deferred key
+-- (a memory's versions) would leave checks pending that stop the next ALTER TABLE. So every
+-- foreign key of the tables to distribute is taken off first and put back (checked then,
+-- once) when every table is in place.
 create temporary table memql_project_keys on commit drop as
 select c.conrelid::regclass as tbl, c.conname as name, pg_get_constraintdef(c.oid) as def
 from pg_constraint c
-where c.contype = 'f' and c.confrelid = 'projects'::regclass
-  and c.conrelid <> 'api_keys'::regclass;
+where c.contype = 'f' and c.conrelid in (
+    'memories'::regclass, 'memory_events'::regclass, 'memory_counts'::regclass,
+    'project_cursors'::regclass, 'relay_positions'::regclass, 'webhook_endpoints'::regclass)
+order by c.conrelid = c.confrelid, c.conname;
 
 do $$
 declare

@@ -145,10 +145,12 @@ async def read_committed(
     positions: dict[uuid.UUID, int],
     limit: int,
     projects: Collection[uuid.UUID] | None = None,
+    ranges: Sequence[tuple[int, int]] | None = None,
 ) -> Committed:
     """The committed events above each project's position (0 for a project not in
     `positions`), at most `limit`, in cursor order within each project; of `projects` only,
-    or of every project.
+    or of every project; on Citus, with `ranges`, only of the projects whose hash
+    (`worker_hash`) falls in one of them (the shards of one worker group, `db.cluster`).
 
     One statement, so one snapshot: a project's counter and its events are read together, and
     every event up to a committed counter has committed (its drawer held the counter's row
@@ -157,6 +159,13 @@ async def read_committed(
     """
     only = None if projects is None else list(projects)
     known = list(positions)
+    in_ranges = (
+        ""
+        if ranges is None
+        else """
+              and exists (select from unnest(%(lows)s::int[], %(highs)s::int[]) r (low, high)
+                          where worker_hash(c.project_id) between r.low and r.high)"""
+    )
     async with conn.cursor(row_factory=dict_row) as c:
         await c.execute(
             f"""
@@ -173,7 +182,7 @@ async def read_committed(
             ) e on true
             left join memories m on m.project_id = e.project_id and m.id = e.memory_id
             where c.last > coalesce(p.after, 0)
-              and (%(every)s or c.project_id = any(%(only)s::uuid[]))
+              and (%(every)s or c.project_id = any(%(only)s::uuid[])){in_ranges}
             order by c.project_id, e.cursor
             limit %(limit)s
             """,
@@ -183,6 +192,8 @@ async def read_committed(
                 "limit": limit,
                 "every": only is None,
                 "only": only or [],
+                "lows": [low for low, _ in ranges or ()],
+                "highs": [high for _, high in ranges or ()],
             },
         )
         rows = await c.fetchall()
@@ -228,6 +239,12 @@ async def try_lock(conn: Conn, lock: int) -> bool:
     cur = await conn.execute("select pg_try_advisory_lock(%s)", (lock,))
     row = await cur.fetchone()
     return bool(row and row[0])
+
+
+def relay_lock(group: int | None) -> int:
+    """The relay's advisory lock: one for the whole database, or on Citus one per worker
+    group (taken on the coordinator)."""
+    return RELAY_LOCK if group is None else RELAY_LOCK + (group << 48)
 
 
 async def listen(conn: Conn) -> None:

@@ -142,6 +142,10 @@ async def insert_memories(
     return memories
 
 
+# An update's time is the statement's (`statement_timestamp()`, stable), not the clock's at
+# the row (`clock_timestamp()`, volatile, which Citus refuses in an UPDATE of a distributed
+# table): each update here changes one row, in a statement of its own.
+#
 # one memory, by its key (project_id, id): with the project, a write on Citus goes to the one
 # shard that holds the row (a write to every shard would commit in two phases)
 _THE_MEMORY = "m.project_id = %(project_id)s and m.id = %(id)s"
@@ -159,7 +163,7 @@ async def absorb(
         update memories as m set
             source_thread_ids = %(ids)s,
             pinned = m.pinned or %(pinned)s,
-            updated_at = clock_timestamp()
+            updated_at = statement_timestamp()
         where {_THE_MEMORY}
         returning {MEMORY_COLUMNS}
     """
@@ -180,7 +184,7 @@ async def invalidate(
 ) -> Memory:
     sql = f"""
         update memories as m set
-            invalidated_at = case when %(at_expiry)s then m.expires_at else clock_timestamp() end,
+            invalidated_at = {"m.expires_at" if at_expiry else "statement_timestamp()"},
             invalidation_reason = %(reason)s,
             superseded_by = coalesce(%(superseded_by)s, m.superseded_by)
         where {_THE_MEMORY}
@@ -193,7 +197,6 @@ async def invalidate(
             **_the(memory),
             "reason": str(reason),
             "superseded_by": superseded_by,
-            "at_expiry": at_expiry,
         },
     )
     assert invalidated is not None
@@ -203,7 +206,7 @@ async def invalidate(
 async def reinstate(conn: Conn, memory: Memory) -> Memory:
     sql = f"""
         update memories as m set invalidated_at = null, invalidation_reason = null,
-            updated_at = clock_timestamp()
+            updated_at = statement_timestamp()
         where {_THE_MEMORY}
         returning {MEMORY_COLUMNS}
     """

@@ -65,6 +65,7 @@ async def recall(
     criteria: Criteria,
     weights: Weights,
     limit: int,
+    routed: bool = False,
 ) -> Ranked:
     """Rank the principal's live memories of `model` that `criteria` admits against `query`;
     best first.
@@ -78,6 +79,9 @@ async def recall(
     text, such a filter's rows are all matched too; otherwise a bounded set of the shared rows
     that match is ranked (see `LEXICAL_WORDS`). The lexical query ORs the stemmed words of
     `query`; its rank is normalised by the best match in the pool.
+
+    `routed` (a Citus coordinator): every read of memories names the project plainly, so
+    Citus sends the whole statement to the project's shard.
     """
     scopes = criteria.scopes
     conditions, filter_params = filter_conditions(criteria)
@@ -126,7 +130,7 @@ async def recall(
         # the dimension is spelt out (an int, not user input) so the planner can match the
         # expression index of `ensure_ann_index` even in a generic plan
         shared_ctes, shared_pool = shared_branches(
-            where_sql, where_opaque, int(embedding.shape[0]), filtered
+            where_sql, where_opaque, int(embedding.shape[0]), filtered, routed
         )
         ctes += shared_ctes
         branches += shared_pool
@@ -169,7 +173,7 @@ async def recall(
 
 
 def shared_branches(
-    where: str, where_opaque: str, dims: int, filtered: bool
+    where: str, where_opaque: str, dims: int, filtered: bool, routed: bool = False
 ) -> tuple[list[str], list[str]]:
     """The common table expressions and the pool's branches that read the shared scope: its
     rows by vector (an exact scan or the HNSW index) and by full text."""
@@ -198,6 +202,10 @@ def shared_branches(
     shared_by_gin = (
         "m.scope = 'project' and coalesce(m.project_id = %(project_id)s and m.owner_id = '', false)"
     )
+    if routed:
+        # Citus prunes shards on a plain equality only (within each shard the project's rows
+        # are a share of the shard's, so the estimate this avoids above matters less there)
+        shared_by_gin = f"m.project_id = %(project_id)s and {shared_by_gin}"
     ctes.append(f"""lexical as (
             -- few rows pass the filters: every one that matches (the rows the exact vector
             -- route reads too)

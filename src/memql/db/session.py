@@ -98,7 +98,9 @@ async def _bind_distributed(
             if not _SETTING_NAME.fullmatch(name):
                 raise ValueError(f"not a setting's name: {name!r}")
             # SET takes no parameters: the value goes in as a quoted literal
-            await conn.execute(sql.SQL("set local {} = {}").format(sql.SQL(name), sql.Literal(value)))
+            await conn.execute(
+                sql.SQL("set local {} = {}").format(sql.SQL(name), sql.Literal(value))
+            )
         await conn.execute(
             "select memql_credential_holds(%s::uuid, %s::uuid)",
             (principal.project_id, principal.key_id),

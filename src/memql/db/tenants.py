@@ -195,11 +195,7 @@ async def find_api_key(conn: Conn, key_hash: bytes) -> KeyOwner | None:
         row = await cur.fetchone()
     if row is None:
         return None
-    await conn.execute(
-        "update api_keys set last_used_at = now() where id = %s"
-        " and (last_used_at is null or last_used_at < now() - interval '1 minute')",
-        (row["key_id"],),
-    )
+    await conn.execute("select memql_key_used(%s)", (row["key_id"],))
     return KeyOwner(row["key_id"], Consumer(row["consumer"]), _project(row), row["expires_at"])
 
 

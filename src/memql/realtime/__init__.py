@@ -12,12 +12,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from memql.db.session import Sessions
+from memql.db.pool import owner_connection
+from memql.db.session import Sessions, is_distributed
 from memql.leadership import running
 from memql.model import MemoryEvent, Principal, Scope
 from memql.realtime.bus import EventBus
 from memql.realtime.recheck import Recheck, Rechecker
-from memql.realtime.relay import Relay
+from memql.realtime.relay import Relay, RelayFleet
 from memql.realtime.stream import LogReads, StreamLimits, stream_events
 from memql.settings import Settings
 
@@ -35,8 +36,9 @@ class Realtime:
         self.reads = LogReads()
 
     def state(self) -> dict[str, Any]:
-        """For /readyz: the broadcast backend and whether it is connected; the relay's role."""
-        return {
+        """For /readyz: the broadcast backend and whether it is connected; the relay's role
+        (on Citus "leader" while it leads for any worker group, and each group's role)."""
+        state: dict[str, Any] = {
             "broadcast": {
                 "backend": self.bus.backend,
                 "state": self.bus.state,
@@ -44,6 +46,9 @@ class Realtime:
             },
             "relay": self.relay.role,
         }
+        if isinstance(self.relay, RelayFleet):
+            state["relay_groups"] = {str(g): r.role for g, r in sorted(self.relay.relays.items())}
+        return state
 
     async def position(self, sessions: Sessions, principal: Principal) -> int:
         """A cursor a stream may start from to receive every event committed after this call:
@@ -74,12 +79,21 @@ class Realtime:
         )
 
 
+async def relay_for(database_url: str, bus: EventBus, *, shared: bool) -> Relay:
+    """The relay of the database: one, or on a Citus coordinator one per worker group."""
+    async with await owner_connection(database_url, autocommit=True) as conn:
+        distributed = await is_distributed(conn)
+    if distributed:
+        return RelayFleet(database_url, bus, shared=shared)
+    return Relay(database_url, bus, shared=shared)
+
+
 @asynccontextmanager
 async def open_realtime(settings: Settings, database_url: str) -> AsyncIterator[Realtime]:
     bus = EventBus(settings.redis_url)
     await bus.start()
     try:
-        relay = Relay(database_url, bus, shared=settings.redis_url is not None)
+        relay = await relay_for(database_url, bus, shared=settings.redis_url is not None)
         rechecker = Rechecker(settings.auth_recheck_seconds)
         checking = asyncio.create_task(rechecker.run(), name="memql-stream-recheck")
         try:

@@ -19,11 +19,18 @@ commits after the subscriber read it, so the relay reads and publishes it after 
 
 In memory (no Redis) each instance relays for itself and keeps its positions in memory,
 starting from the counters as they stand when it first leads.
+
+On Citus (`RelayFleet`) a trigger notifies on the worker that holds the project's shard, so one
+relay leads per worker group: its lock is taken on the coordinator (`relay_lock(group)`), it
+listens on the group's worker and reads, through the coordinator, the projects notified and
+(each `poll`) every project whose shard the group holds now. The fleet starts a relay for each
+group and for every group added later (a rebalance moves shards onto it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -32,9 +39,11 @@ from collections.abc import Sequence
 import psycopg
 
 from memql import metrics, spans
+from memql.db import cluster as db_cluster
 from memql.db import events as db_events
+from memql.db.cluster import WorkerGroup
 from memql.db.pool import system_connection
-from memql.leadership import Supervised, take_lock
+from memql.leadership import Supervised, running, take_lock
 from memql.model import MemoryEvent
 from memql.realtime import wire
 from memql.realtime.bus import BusUnavailable, EventBus
@@ -53,8 +62,12 @@ class Relay(Supervised):
         shared: bool,
         batch: int = 500,
         poll: float = 0.5,
+        group: WorkerGroup | None = None,
     ) -> None:
         super().__init__()
+        self._group = group
+        if group is not None:
+            self.label = f"relay of group {group.id}"
         self._url = database_url
         self._bus = bus
         # shared: one leader across instances, position in the database
@@ -76,27 +89,45 @@ class Relay(Supervised):
 
     async def lead(self) -> None:
         # a system connection: the relay reads every tenant's events
-        async with await system_connection(self._url, autocommit=True) as conn:
+        async with contextlib.AsyncExitStack() as stack:
+            conn = await stack.enter_async_context(
+                await system_connection(self._url, autocommit=True)
+            )
+            # where the events' notifications fire: the group's worker on Citus
+            listener = conn
+            if self._group is not None:
+                listener = await stack.enter_async_context(
+                    await system_connection(self._group.url(self._url), autocommit=True)
+                )
+            group = None if self._group is None else self._group.id
             if self._shared:
-                await take_lock(conn, db_events.RELAY_LOCK, self._poll)
-                await db_events.listen(conn)
+                await take_lock(conn, db_events.relay_lock(group), self._poll)
+                await db_events.listen(listener)
                 positions = await db_events.relay_positions(conn)
             else:
-                await db_events.listen(conn)
+                await db_events.listen(listener)
                 if self._positions is None:
                     self._positions = await db_events.counters(conn)
                     self._started.set()
                 # after a lost connection, resume where publishing stopped
                 positions = self._positions
             self.role = "leader"
-            log.info("relay %s leads, %d projects' positions known", self.name, len(positions))
+            log.info(
+                "%s %s leads, %d projects' positions known", self.label, self.name, len(positions)
+            )
             # None: read every project (the first read, and the periodic safety net)
             moved: set[uuid.UUID] | None = None
             swept = time.monotonic()
+            ranges = None
             while True:
                 if moved is None:
                     swept = time.monotonic()
-                read = await db_events.read_committed(conn, positions, self._batch, moved)
+                    if group is not None:
+                        # the shards the group holds now (a rebalance moves them)
+                        ranges = await db_cluster.group_ranges(conn, group)
+                read = await db_events.read_committed(
+                    conn, positions, self._batch, moved, None if moved else ranges
+                )
                 if read.events:
                     assert read.epoch is not None
                     await self._publish(read.events, read.epoch)
@@ -112,7 +143,7 @@ class Relay(Supervised):
                 # notification, and that read covers the projects notified only: a save costs
                 # one read of its own project. No notification within `poll`, or `poll`
                 # seconds since the last read of every project: read them all again.
-                moved = db_events.moved_projects(await db_events.notified(conn, self._poll))
+                moved = db_events.moved_projects(await db_events.notified(listener, self._poll))
                 if not moved or time.monotonic() - swept >= self._poll:
                     moved = None
 
@@ -133,3 +164,63 @@ class Relay(Supervised):
                         log.debug("relay waits for the broadcast: %s", exc)
                         await asyncio.sleep(delay)
                         delay = min(delay * 2, 1.0)
+
+
+class RelayFleet(Relay):
+    """On Citus: a `Relay` per worker group, each leading (or standing by) on its own; a group
+    added to the cluster gets one within `refresh` seconds. Leads while any of them does."""
+
+    label = "relays"
+
+    def __init__(
+        self,
+        database_url: str,
+        bus: EventBus,
+        *,
+        shared: bool,
+        batch: int = 500,
+        poll: float = 0.5,
+        refresh: float = 5.0,
+    ) -> None:
+        super().__init__(database_url, bus, shared=shared, batch=batch, poll=poll)
+        self._batch_size = batch
+        self._refresh = refresh
+        self.relays: dict[int, Relay] = {}
+        self._first = asyncio.Event()
+
+    @property
+    def role(self) -> str:
+        relays = getattr(self, "relays", {})
+        return "leader" if any(r.role == "leader" for r in relays.values()) else "standby"
+
+    @role.setter
+    def role(self, value: str) -> None:
+        pass  # the fleet's role is its relays'
+
+    async def horizon(self, conn: psycopg.AsyncConnection, project_id: uuid.UUID) -> int:
+        if not self._shared:
+            # in memory, each group's relay publishes what commits after it started
+            await self._first.wait()
+            for relay in list(self.relays.values()):
+                await relay._started.wait()
+        return await db_events.horizon(conn, project_id)
+
+    async def lead(self) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                async with await system_connection(self._url, autocommit=True) as conn:
+                    groups = await db_cluster.worker_groups(conn)
+                for group in groups:
+                    if group.id not in self.relays:
+                        relay = Relay(
+                            self._url,
+                            self._bus,
+                            shared=self._shared,
+                            batch=self._batch_size,
+                            poll=self._poll,
+                            group=group,
+                        )
+                        await stack.enter_async_context(running(relay))
+                        self.relays[group.id] = relay
+                self._first.set()
+                await asyncio.sleep(self._refresh)

@@ -375,6 +375,7 @@ class MemoryService:
                 criteria=criteria,
                 weights=self._weights,
                 limit=limit,
+                routed=self._sessions.distributed,
             ),
             db_recall.RECALL_SETTINGS,
         )

@@ -170,7 +170,9 @@ class CitusCluster:
             self._sql(self.url(port, name), "create extension citus")
         coordinator = self.url(self.coordinator_port, name)
         self._sql(coordinator, "create extension citus")
-        self._sql(coordinator, f"select citus_set_coordinator_host('127.0.0.1', {self.coordinator_port})")
+        self._sql(
+            coordinator, f"select citus_set_coordinator_host('127.0.0.1', {self.coordinator_port})"
+        )
         for port in self.worker_ports:
             self._sql(coordinator, f"select citus_add_node('127.0.0.1', {port})")
 

@@ -83,9 +83,7 @@ async def log_event(database_url: str, project_id: uuid.UUID) -> tuple[int, floa
     when COMMIT returned (`time.monotonic`)."""
     async with await owner_connection(database_url) as conn:
         # two statements, each routed to the project's shard on Citus (db.events.DRAW_CURSORS)
-        cur = await conn.execute(
-            db_events.DRAW_CURSORS, {"project_id": project_id, "count": 1}
-        )
+        cur = await conn.execute(db_events.DRAW_CURSORS, {"project_id": project_id, "count": 1})
         row = await cur.fetchone()
         assert row is not None
         await conn.execute(
