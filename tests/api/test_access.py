@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 
 import httpx
@@ -16,6 +17,7 @@ import websockets
 
 from memql.db import tenants
 from memql.db.pool import APP_ROLE
+from memql.db.session import is_distributed
 from memql.settings import Settings
 from memql.testing import GraphQLClient, Tenant, make_tenant, serving
 from tests.operations import (
@@ -321,6 +323,20 @@ async def test_websocket_credentials_travel_in_connection_init(server, tenant):
 # --- row-level security -------------------------------------------------------------------
 
 
+async def bind_bob(conn: psycopg.AsyncConnection, project_id: uuid.UUID) -> None:
+    """The transaction as bob of the project, with the values the policies read set as memql
+    sets them (`set_config`; on Citus `SET LOCAL`, which reaches the workers)."""
+    if await is_distributed(conn):
+        await conn.execute("set local citus.propagate_set_commands = 'local'")
+        await conn.execute(f"set local memql.project_id = '{project_id}'")
+        await conn.execute("set local memql.user_id = 'bob'")
+        return
+    await conn.execute(
+        "select set_config('memql.project_id', %s, true), set_config('memql.user_id', 'bob', true)",
+        (str(project_id),),
+    )
+
+
 async def test_row_level_security_hides_other_users_when_the_owner_filter_is_removed(
     alice, bob, tenant, database_url
 ):
@@ -338,11 +354,7 @@ async def test_row_level_security_hides_other_users_when_the_owner_filter_is_rem
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         await conn.execute(f"set role {APP_ROLE}")
         await conn.commit()
-        await conn.execute(
-            "select set_config('memql.project_id', %s, true),"
-            " set_config('memql.user_id', 'bob', true)",
-            (str(tenant.project_id),),
-        )
+        await bind_bob(conn, tenant.project_id)
         # a query with every filter forgotten: only bob's rows and the project's shared rows
         cur = await conn.execute("select content from memories order by content")
         assert [r[0] for r in await cur.fetchall()] == [
@@ -358,11 +370,7 @@ async def test_row_level_security_hides_other_users_when_the_owner_filter_is_rem
         assert await cur.fetchone() == (0,)
         # and a row for another user cannot be written
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            await conn.execute(
-                "select set_config('memql.project_id', %s, true),"
-                " set_config('memql.user_id', 'bob', true)",
-                (str(tenant.project_id),),
-            )
+            await bind_bob(conn, tenant.project_id)
             await conn.execute(
                 "insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
                 " values (1, %s, 'user', 'alice', 'memory.created', 'bob')",

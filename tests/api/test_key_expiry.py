@@ -28,7 +28,7 @@ from memql.db.pool import owner_connection
 from memql.model import Consumer
 from memql.settings import Settings
 from memql.testing import GraphQLClient, Tenant, serving
-from memql.testing.database import log_event
+from memql.testing.database import draw_event, log_event
 from tests.api.test_realtime_edges import MULTIPART, TRANSPORTS, MultipartStream, Stream
 from tests.operations import LIST, SAVE
 from tests.ws import MEMORY_EVENTS, WsSession
@@ -260,20 +260,10 @@ async def log_events_until(database_url: str, project_id: uuid.UUID, stop: float
     written: list[tuple[int, float]] = []
     async with await owner_connection(database_url) as conn:
         while not written or written[-1][1] < stop:
-            cur = await conn.execute(
-                "with drawn as (insert into project_cursors as c (project_id, last)"
-                " values (%s, 1) on conflict (project_id) do update set last = c.last + 1"
-                " returning last)"
-                " insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
-                " select drawn.last, %s, 'project', '', 'memory.retired', 'test' from drawn"
-                " returning cursor",
-                (project_id, project_id),
-            )
-            row = await cur.fetchone()
-            assert row is not None
+            cursor = await draw_event(conn, project_id)
             sent = time.time()
             await conn.commit()
-            written.append((int(row[0]), sent))
+            written.append((cursor, sent))
             await asyncio.sleep(0.02)
     return written
 

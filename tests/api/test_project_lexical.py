@@ -12,7 +12,7 @@ import pytest
 from pgvector.psycopg import register_vector_async
 
 from memql.db import recall as db_recall
-from memql.db.session import bind_principal
+from memql.db.session import bind_principal, is_distributed
 from memql.embeddings.local import LocalEmbedder
 from memql.model import Access, Consumer, Grant, Principal, Scope
 from memql.requests import Criteria
@@ -51,12 +51,17 @@ async def _candidates(
     [vector] = await embedder.embed([near])
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         await register_vector_async(conn)
+        distributed = await is_distributed(conn)
+        await conn.commit()
         async with conn.transaction():
-            await bind_principal(conn, principal, db_recall.RECALL_SETTINGS)
+            await bind_principal(
+                conn, principal, db_recall.RECALL_SETTINGS, distributed=distributed
+            )
             await conn.execute("set local role memql_app")
             ranked = await db_recall.recall(
                 conn, principal, query=query, embedding=vector, model=embedder.model,
                 criteria=Criteria((Scope.PROJECT,)), weights=DEFAULT_WEIGHTS, limit=100_000,
+                routed=distributed,
             )  # fmt: skip
             rows = await ranked.hits()
     return [m.content for m, _, _ in rows]

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 import websockets
 
+from memql import testing
 from tests.operations import RETIRE, SAVE, SAVE_MANY
 from tests.ws import EventSubscription, StreamEnded
 
@@ -116,16 +117,9 @@ async def test_since_replays_then_goes_live_with_no_gap_and_no_duplicate(server,
 async def draw_event(conn: psycopg.AsyncConnection, project_id: uuid.UUID) -> int:
     """A write's event, drawn from the project's counter as a write draws it, in `conn`'s
     transaction (left open)."""
-    cur = await conn.execute(
-        "with drawn as (insert into project_cursors as c (project_id, last) values (%s, 1)"
-        " on conflict (project_id) do update set last = c.last + 1 returning last)"
-        " insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
-        " select drawn.last, %s, 'user', 'alice', 'memory.erased', 'alice' from drawn"
-        " returning cursor",
-        (project_id, project_id),
+    return await testing.draw_event(
+        conn, project_id, scope="user", owner_id="alice", type="memory.erased", actor_id="alice"
     )
-    (cursor,) = await cur.fetchone()
-    return int(cursor)
 
 
 async def test_a_write_still_open_holds_its_projects_later_writes_back_then_all_arrive_in_order(

@@ -449,3 +449,87 @@ async def test_a_single_node_installation_moves_onto_the_cluster_as_docs_scale_s
         assert event.cursor == before_events[-1] + 1 and event.memory_id == saved.memory.id
     citus.drop_database(name)
 
+
+# --- a rebalance onto a third worker during writes ---------------------------------------
+
+
+async def test_a_rebalance_onto_a_third_worker_during_writes_loses_and_reorders_nothing(
+    citus: CitusCluster,
+) -> None:
+    """Runs last: it adds a worker. Writers on four projects (a tenth of the raw draws
+    aborted) while `citus_add_node` brings a third worker and `citus_rebalance_start()` moves
+    shards onto it; each project's log stays gap-free and its subscriber gets exactly that
+    log, in order, from the relays of the groups its shard passed through."""
+    random.seed(24)
+    url = citus.create_database(f"memql_{uuid.uuid4().hex[:8]}")
+    await migrate(url)
+    workdir = Path(tempfile.mkdtemp(prefix="memql-citus-rebalance-"))
+    redis = RedisProcess(workdir)
+    redis.start()
+    try:
+        placed = await tenants_on_both_groups(url, 2)
+        tenants = [t for group in sorted(placed) for t in placed[group]]
+        settings = Settings(database_url=url, redis_url=redis.url)
+        async with open_memql(settings, embedder=HashEmbedder()) as memql:
+            service = memql.service
+            since = [int(await service.event_cursor(principal_of(t))) for t in tenants]
+            received: list[list[int]] = [[] for _ in tenants]
+
+            async def collect(p: int) -> None:
+                stream = service.memory_events(
+                    principal_of(tenants[p]), scope=None, since=str(since[p])
+                )
+                async for event in stream:
+                    received[p].append(event.cursor)
+
+            streams = [asyncio.create_task(collect(p)) for p in range(len(tenants))]
+            moving = asyncio.Event()
+            done = asyncio.Event()
+
+            async def writer(p: int) -> None:
+                n = 0
+                while not done.is_set() or n < 12:
+                    if n % 3 == 0:
+                        await service.save(
+                            principal_of(tenants[p]),
+                            MemoryDraft(content=f"p{p} reading {n}", kind=Kind.EPISODIC),
+                        )
+                    else:
+                        await _raw_write(url, tenants[p].project_id, random.random() < 0.1)
+                    n += 1
+                    if n == 6:
+                        moving.set()
+                    await asyncio.sleep(0.01)
+
+            writers = [asyncio.create_task(writer(p)) for p in range(len(tenants))]
+            try:
+                await moving.wait()
+                port = await asyncio.to_thread(citus.add_worker)
+                async with await owner_connection(url, autocommit=True) as conn:
+                    await conn.execute("select citus_rebalance_start()")
+                    await conn.execute("select citus_rebalance_wait()")
+                    cur = await conn.execute(
+                        "select count(*) from pg_dist_placement p join pg_dist_node n"
+                        " using (groupid) where n.nodeport = %s",
+                        (port,),
+                    )
+                    row = await cur.fetchone()
+                    assert row is not None and row[0] > 0, "shards moved onto the new worker"
+                done.set()
+                await asyncio.wait_for(asyncio.gather(*writers), 120)
+                for p, tenant in enumerate(tenants):
+                    log = [c for c in await _log_of(url, tenant.project_id) if c > since[p]]
+                    assert log == list(range(since[p] + 1, since[p] + 1 + len(log))), p
+                    deadline = asyncio.get_running_loop().time() + 30
+                    while len(received[p]) < len(log):
+                        assert asyncio.get_running_loop().time() < deadline, (p, received[p])
+                        await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.3)
+                    assert received[p] == log, f"project {p}"
+            finally:
+                done.set()
+                for task in (*writers, *streams):
+                    task.cancel()
+                await asyncio.gather(*writers, *streams, return_exceptions=True)
+    finally:
+        redis.stop()

@@ -17,16 +17,14 @@ import psycopg
 
 from memql.access.credentials import display_prefix, generate_key, hash_key
 from memql.db import webhooks as db_webhooks
-from memql.db.events import DRAW_CURSORS
 from memql.db.migrate import migrate
 from memql.db.pool import owner_connection
-from memql.db.session import is_distributed
 from memql.model import Access, Consumer, Grant, Kind, MemoryEvent, Principal
 from memql.requests import MemoryDraft
 from memql.runtime import open_memql
 from memql.service import MemoryService
 from memql.settings import Settings
-from memql.testing import Tenant, fresh_database, make_tenant, webhook_receiver
+from memql.testing import Tenant, draw_event, fresh_database, make_tenant, webhook_receiver
 
 WRITERS = 8
 PROJECTS = 4
@@ -62,28 +60,8 @@ async def raw_write(url: str, project_id: uuid.UUID, abort: bool) -> bool:
     """A write's event drawn as a write draws it (`db.events.INSERT_EVENTS`' shape), with work
     on either side of the draw; aborted after the draw when `abort`. True if it committed."""
     async with await owner_connection(url) as conn:
-        distributed = await is_distributed(conn)
-        await conn.rollback()
         await asyncio.sleep(random.uniform(0, 0.004))
-        if distributed:
-            # on Citus the draw and the event are two statements (db.events.DRAW_CURSORS)
-            cur = await conn.execute(DRAW_CURSORS, {"project_id": project_id, "count": 1})
-            row = await cur.fetchone()
-            assert row is not None
-            await conn.execute(
-                "insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
-                " values (%s, %s, 'project', '', 'memory.retired', 'writer')",
-                (row[0], project_id),
-            )
-        else:
-            await conn.execute(
-                "with drawn as (insert into project_cursors as c (project_id, last)"
-                " values (%s, 1)"
-                " on conflict (project_id) do update set last = c.last + 1 returning last)"
-                " insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
-                " select drawn.last, %s, 'project', '', 'memory.retired', 'writer' from drawn",
-                (project_id, project_id),
-            )
+        await draw_event(conn, project_id, actor_id="writer")
         await asyncio.sleep(random.uniform(0, 0.002))
         if abort:
             await conn.rollback()

@@ -136,16 +136,21 @@ async def delete_project(conn: Conn, name: str) -> Deleted | None:
     """Delete the project `name` with everything of it (every version of every memory, its
     events, keys and webhooks: the foreign keys cascade); None when there is none."""
     async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("select id from projects where name = %s for update", (name,))
+        found = await cur.fetchone()
+        if found is None:
+            return None
+        # by the project's id: on Citus each count reads the project's one shard (a count
+        # over every shard would run on parallel connections, after which Citus refuses the
+        # deletion of a reference table's row in the same transaction)
         await cur.execute(
             """
-            with p as (select id from projects where name = %(name)s for update)
             select
-                (select count(*) from memories m join p on m.project_id = p.id) as memories,
-                (select count(*) from api_keys k join p on k.project_id = p.id) as keys,
-                (select count(*) from webhook_endpoints w join p on w.project_id = p.id)
-                    as webhooks
+                (select count(*) from memories where project_id = %(id)s) as memories,
+                (select count(*) from api_keys where project_id = %(id)s) as keys,
+                (select count(*) from webhook_endpoints where project_id = %(id)s) as webhooks
             """,
-            {"name": name},
+            {"id": found["id"]},
         )
         counts = await cur.fetchone()
         await cur.execute(

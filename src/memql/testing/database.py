@@ -17,6 +17,7 @@ from memql.db import events as db_events
 from memql.db import tenants
 from memql.db.migrate import migrate
 from memql.db.pool import owner_connection
+from memql.db.session import is_distributed
 from memql.model import Consumer
 
 
@@ -82,17 +83,45 @@ async def log_event(database_url: str, project_id: uuid.UUID) -> tuple[int, floa
     own as a write's is (no memory behind it: for measuring delivery alone); its cursor and
     when COMMIT returned (`time.monotonic`)."""
     async with await owner_connection(database_url) as conn:
-        # two statements, each routed to the project's shard on Citus (db.events.DRAW_CURSORS)
+        cursor = await draw_event(conn, project_id, actor_id="bench")
+        await conn.commit()
+        return cursor, time.monotonic()
+
+
+async def draw_event(
+    conn: AsyncConnection[Any],
+    project_id: uuid.UUID,
+    *,
+    scope: str = "project",
+    owner_id: str = "",
+    type: str = "memory.retired",
+    actor_id: str = "test",
+) -> int:
+    """One event (no memory behind it) drawn from the project's counter as a write draws it,
+    in `conn`'s transaction, which is left open: in one statement (`db.events.INSERT_EVENTS`'
+    shape), or on Citus in the two routed statements of a write there (`DRAW_CURSORS`). Its
+    cursor."""
+    values = (scope, owner_id, type, actor_id)
+    if await is_distributed(conn):
         cur = await conn.execute(db_events.DRAW_CURSORS, {"project_id": project_id, "count": 1})
         row = await cur.fetchone()
         assert row is not None
         await conn.execute(
             "insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
-            " values (%s, %s, 'project', '', 'memory.retired', 'bench')",
-            (row[0], project_id),
+            " values (%s, %s, %s, %s, %s, %s)",
+            (row[0], project_id, *values),
         )
-        await conn.commit()
-        return int(row[0]), time.monotonic()
+        return int(row[0])
+    cur = await conn.execute(
+        "with drawn as (insert into project_cursors as c (project_id, last) values (%s, 1)"
+        " on conflict (project_id) do update set last = c.last + 1 returning last)"
+        " insert into memory_events (cursor, project_id, scope, owner_id, type, actor_id)"
+        " select drawn.last, %s, %s, %s, %s, %s from drawn returning cursor",
+        (project_id, project_id, *values),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 async def newest_cursor(conn: AsyncConnection[Any], project_id: uuid.UUID) -> int:
