@@ -453,6 +453,11 @@ async def test_a_single_node_installation_moves_onto_the_cluster_as_docs_scale_s
 # --- a rebalance onto a third worker during writes ---------------------------------------
 
 
+async def _groups(url: str) -> list[int]:
+    async with await owner_connection(url, autocommit=True) as conn:
+        return [g.id for g in await db_cluster.worker_groups(conn)]
+
+
 async def test_a_rebalance_onto_a_third_worker_during_writes_loses_and_reorders_nothing(
     citus: CitusCluster,
 ) -> None:
@@ -526,6 +531,20 @@ async def test_a_rebalance_onto_a_third_worker_during_writes_loses_and_reorders_
                         await asyncio.sleep(0.05)
                     await asyncio.sleep(0.3)
                     assert received[p] == log, f"project {p}"
+                # a project on the new worker: its group's relay (started by the fleet) publishes it
+                new_group = max(await _groups(url))
+                while True:
+                    fresh = await make_tenant(url)
+                    if await group_of(url, fresh.project_id) == new_group:
+                        break
+                stream = service.memory_events(principal_of(fresh), scope=None, since="0")
+                saved = await service.save(
+                    principal_of(fresh), MemoryDraft(content="on the new worker", kind=Kind.TOPICAL)
+                )
+                event = await asyncio.wait_for(anext(stream), 15)
+                await stream.aclose()
+                assert event.memory_id == saved.memory.id
+                assert memql.realtime.state()["relay_groups"][str(new_group)] == "leader"
             finally:
                 done.set()
                 for task in (*writers, *streams):
