@@ -8,7 +8,8 @@ queues are unbounded. So the bus:
   on it (a message published after that point cannot be missed);
 - sends itself a numbered heartbeat; when one is late or missing it rebuilds the connection,
   resubscribes, and tells every inbox to resynchronise from the event log (`Inbox.resync`),
-  because messages sent meanwhile are lost;
+  because messages sent meanwhile are lost, and sends again what it published in the last few
+  seconds (after a Sentinel failover, what went to the former master reached nobody);
 - on Redis Cluster, when one channel's subscription lapses (its slot moved to another node),
   subscribes that channel again and, once that is confirmed, resynchronises its inboxes only.
 """
@@ -115,6 +116,10 @@ class _Channel:
     last: int | None = None
 
 
+# at most this many messages kept for `EventBus._republish`
+REPUBLISH_MOST = 10_000
+
+
 class EventBus:
     """Publish to and subscribe from channels of every instance (Redis) or of this one (memory)."""
 
@@ -126,6 +131,7 @@ class EventBus:
         heartbeat_timeout: float = 2.0,
         subscribe_timeout: float = 5.0,
         idle_wake: float = 30.0,
+        republish_window: float = 5.0,
     ) -> None:
         self._url = redis_url or "memory://"
         self.backend = "redis" if redis_url else "memory"
@@ -146,6 +152,10 @@ class EventBus:
         self._beat_at = time.monotonic()
         self._resubscribing: dict[str, asyncio.Task[None]] = {}
         self.reconnects = 0
+        # what this instance published in the last `republish_window` seconds, sent again
+        # once the connection is rebuilt (see `_republish`)
+        self._republish_window = republish_window
+        self._recent: deque[tuple[float, str, str]] = deque()
         # channels subscribed again after their subscription lapsed alone (Redis Cluster)
         self.resubscribes = 0
 
@@ -193,6 +203,36 @@ class EventBus:
         except Exception as exc:
             self._trouble.set()
             raise BusUnavailable(f"publishing failed: {exc}") from exc
+        if self.backend == "redis":
+            now = time.monotonic()
+            self._recent.append((now, channel, message))
+            while self._recent and (
+                self._recent[0][0] < now - self._republish_window
+                or len(self._recent) > REPUBLISH_MOST
+            ):
+                self._recent.popleft()
+
+    async def _republish(self) -> None:
+        """After the connection was rebuilt: send again what this instance published in the
+        last `republish_window` seconds. Behind Sentinel the former master answers as a master
+        for a while after a failover, and until this instance sees the move
+        (`redis_client.watch_master`, every 0.5 s) what it publishes there reaches no instance
+        already on the promoted one; nothing later may come to show those instances the gap.
+        A subscriber takes each cursor once, so a message it already had changes nothing."""
+        broadcast = self._broadcast
+        since = time.monotonic() - self._republish_window
+        recent = [(c, m) for at, c, m in self._recent if at >= since]
+        for channel, message in recent:
+            if broadcast is None:
+                return
+            try:
+                await broadcast.publish(channel, message)
+            except Exception as exc:
+                log.warning("republishing after the reconnect failed: %s", exc)
+                self._trouble.set()
+                return
+        if recent:
+            log.info("republished %d messages after the reconnect", len(recent))
 
     @asynccontextmanager
     async def inbox(self, routes: Iterable[tuple[str, str]], limit: int) -> AsyncIterator[Inbox]:
@@ -436,6 +476,7 @@ class EventBus:
                 continue
             if self.reconnects:
                 log.warning("broadcast reconnected; subscribers resynchronise from the event log")
+                await self._republish()
             for channel in self._channels.values():
                 for boxes in channel.inboxes.values():
                     for box in boxes:
