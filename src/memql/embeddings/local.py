@@ -25,6 +25,7 @@ import json
 import math
 import os
 import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -112,13 +113,18 @@ class OpenVinoRunner:
         precision = compiled.get_property("INFERENCE_PRECISION_HINT")
         self.name = "openvino-bf16" if precision == openvino.Type.bf16 else "openvino-f32"
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._one_at_a_time = threading.Lock()
         for _ in range(workers):
             self._requests.put(compiled.create_infer_request())
 
     def run(self, ids: Tokens, mask: Tokens) -> Matrix:
         request = self._requests.get()
         try:
-            result = request.infer({"input_ids": ids, "attention_mask": mask})
+            # one pass at a time: two workers' passes at once, each resizing its request's
+            # input tensors, were seen to stop both for good inside OpenVINO (both threads
+            # waiting in `update_inputs`, the server idle)
+            with self._one_at_a_time:
+                result = request.infer({"input_ids": ids, "attention_mask": mask})
             # the output is a view of the request's own buffer, which the next pass overwrites
             return np.array(next(iter(result.values())), dtype=np.float32, copy=True)
         finally:
