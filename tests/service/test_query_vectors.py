@@ -13,12 +13,14 @@ import pytest
 from prometheus_client import generate_latest
 
 from memql import metrics
+from memql.db import memories as db_memories
 from memql.db.pool import owner_connection
 from memql.embeddings import Vector
 from memql.model import Access, Consumer, Grant, Kind, Principal
 from memql.requests import ContextQuery, MemoryDraft, RecallQuery
 from memql.runtime import open_memql
 from memql.service import MemoryService
+from memql.service import memories as service_memories
 from memql.service.query_vectors import QueryVectors
 from memql.settings import Settings
 from memql.testing import HashEmbedder, make_tenant
@@ -160,33 +162,33 @@ async def test_a_failed_embedding_is_not_kept(database_url: str, tenant):
 
 
 async def test_a_context_block_counts_its_memories_while_the_model_embeds_its_query(
-    database_url: str, read_database_url: str, tenant
+    database_url: str, read_database_url: str, tenant, monkeypatch: pytest.MonkeyPatch
 ):
     """The block's live count needs no vector: it is read while the query embeds, not after
-    the recall (one round trip less after the model). The count is looked for where reads
-    go (the standby, with `--reads-on-standby`)."""
+    the recall (one round trip less after the model), and where reads go (the standby, with
+    `--reads-on-standby`)."""
+    counted: list[tuple[tuple[str, int], int]] = []  # (the server, the count) of each read
+    count = db_memories.count_matching
+
+    async def count_matching(conn, principal, criteria):
+        found = await count(conn, principal, criteria)
+        counted.append(((conn.info.host, conn.info.port), found))
+        return found
+
+    monkeypatch.setattr(service_memories.db_memories, "count_matching", count_matching)
     embedder = Counted()
     embedder.gate = asyncio.Event()
-    async with await owner_connection(read_database_url, autocommit=True) as db:
-        started = (await (await db.execute("select now()")).fetchone())[0]
-        async with service_with(database_url, embedder) as service:
-            block = asyncio.create_task(
-                service.context(principal_of(tenant), ContextQuery("the plan"))
-            )
-            try:
-                counted = False
-                for _ in range(100):
-                    cur = await db.execute(
-                        "select count(*) from pg_stat_activity where pid <> pg_backend_pid()"
-                        " and backend_start >= %s and query like '%%from memory_counts%%'",
-                        (started,),
-                    )
-                    if (await cur.fetchone())[0]:
-                        counted = True
-                        break
-                    await asyncio.sleep(0.05)
-                assert embedder.asked == ["the plan"] and not block.done()
-                assert counted, "the count waited for the embedding"
-            finally:
-                embedder.gate.set()
-            assert (await asyncio.wait_for(block, 5)).count == 0
+    async with service_with(database_url, embedder) as service:
+        block = asyncio.create_task(service.context(principal_of(tenant), ContextQuery("the plan")))
+        try:
+            for _ in range(100):
+                if counted:
+                    break
+                await asyncio.sleep(0.05)
+            assert embedder.asked == ["the plan"] and not block.done()
+            assert counted, "the count waited for the embedding"
+        finally:
+            embedder.gate.set()
+        assert (await asyncio.wait_for(block, 5)).count == 0
+    async with await owner_connection(read_database_url) as reads:
+        assert counted == [((reads.info.host, reads.info.port), 0)]
