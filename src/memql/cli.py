@@ -232,6 +232,9 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         # events are small and go to many sockets: compressing each per socket cost 20-40%
         # more CPU per delivery and ~38 KB of memory per subscriber (bench/realtime_latency.py)
         ws_per_message_deflate=False,
+        # a frame is refused (1009) as it arrives past the largest message memql reads, not
+        # buffered up to uvicorn's own 16 MiB
+        ws_max_size=settings.max_body_bytes,
     )
     server = uvicorn.Server(config)
     try:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+import websockets
 
 from memql.settings import Settings
 from memql.testing import Tenant, make_tenant, serving
@@ -95,6 +96,37 @@ async def test_a_large_body_without_credentials_is_refused_by_its_length(client,
     # a small request without credentials is answered as before
     fine = await client.post("/graphql", json={"query": TYPENAME})
     assert fine.json() == {"data": {"__typename": "Query"}}
+
+
+async def test_a_websockets_first_message_is_held_to_the_bound_of_a_request_without_credentials(
+    batching, tenant
+):
+    """`connection_init` comes before any credential is checked: it may hold what a request
+    without credentials may (twice MEMQL_MAX_DOCUMENT_BYTES); after it, a message may hold up
+    to MEMQL_MAX_BODY_BYTES."""
+    url = batching.replace("http://", "ws://") + "/graphql"
+    padding = "x" * 140_000
+    payload = {"Authorization": f"Bearer {tenant.key}", "X-User-Id": "alice", "pad": padding}
+    async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:
+        await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await ws.recv()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
+    assert "131072" in closed.value.rcvd.reason
+    # the same padding after a small connection_init is a message like any other
+    del payload["pad"]
+    padded = TYPENAME + "\n#" + padding
+    async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:
+        await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+        assert json.loads(await ws.recv())["type"] == "connection_ack"
+        await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": padded}}))
+        answer = json.loads(await ws.recv())
+        # refused by the document's own bound, as over HTTP with a key
+        assert "MEMQL_MAX_DOCUMENT_BYTES" in json.dumps(answer), answer
+        await ws.send(json.dumps({"id": "2", "type": "subscribe", "payload": {"query": TYPENAME}}))
+        answer = json.loads(await ws.recv())
+        assert answer == {"id": "2", "type": "next", "payload": {"data": {"__typename": "Query"}}}
 
 
 # --- a batch is one request -------------------------------------------------------------------

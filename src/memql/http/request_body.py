@@ -48,7 +48,13 @@ class BodyLimit:
     A request without an `Authorization` header can do nothing that needs a large body (a
     GraphQL document is at most MEMQL_MAX_DOCUMENT_BYTES, and without credentials nothing is
     written), so its body is held to `anonymous_max_bytes`: a megabyte sent by anyone costs
-    the server no decoding and no memory, refused by its declared length before it is read."""
+    the server no decoding and no memory, refused by its declared length before it is read.
+
+    A websocket's messages are held to the same bounds: its first one, sent before any
+    credential is checked (`connection_init`, whose payload holds the credentials: a
+    websocket's upgrade carries none), to `anonymous_max_bytes`; every one to `max_bytes`. A
+    message over its bound closes the socket with 1009 (message too big) before the app reads
+    it."""
 
     def __init__(
         self, app: ASGIApp, max_bytes: int, anonymous_max_bytes: int | None = None
@@ -58,6 +64,9 @@ class BodyLimit:
         self.anonymous_max_bytes = min(anonymous_max_bytes or max_bytes, max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -94,6 +103,30 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        received = 0
+
+        async def bounded() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] != "websocket.receive":
+                return message
+            text = message.get("text")
+            size = len(text.encode()) if text is not None else len(message.get("bytes") or b"")
+            limit, why = (
+                (self.anonymous_max_bytes, FIRST_MESSAGE_LARGER)
+                if received == 0
+                else (self.max_bytes, MESSAGE_LARGER)
+            )
+            received += 1
+            if size > limit:
+                reason = why.format(limit=limit)
+                await send({"type": "websocket.close", "code": TOO_BIG, "reason": reason})
+                return {"type": "websocket.disconnect", "code": TOO_BIG}
+            return message
+
+        await self.app(scope, bounded, send)
+
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, message: str) -> None:
         # the rest of the body is read and dropped (nothing is kept): a client still sending
         # when the answer comes would see a reset connection instead of the 413
@@ -104,6 +137,11 @@ class BodyLimit:
         await error_response(413, message)(scope, receive, send)
 
 
+# a websocket message over its bound: the close code (RFC 6455) and its reasons (at most 123
+# bytes, as a close frame holds)
+TOO_BIG = 1009
+FIRST_MESSAGE_LARGER = "a first message (connection_init) may hold at most {limit} bytes"
+MESSAGE_LARGER = "a message may hold at most {limit} bytes (MEMQL_MAX_BODY_BYTES)"
 LARGER = "the request body is larger than {limit} bytes (MEMQL_MAX_BODY_BYTES)"
 ANONYMOUS_LARGER = (
     "a request without credentials may send at most {limit} bytes (twice"
