@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -45,70 +45,104 @@ class Shares(Protocol):
     def stats(self) -> Mapping[str, int]: ...
 
 
-class _PoolCollector(Collector):
+# a family of one sample: its kind, name and help, and the keys of the stats it is the sum of
+_Family = tuple[type[GaugeMetricFamily] | type[CounterMetricFamily], str, str, tuple[str, ...]]
+
+
+def _gauge(name: str, documentation: str, *keys: str) -> _Family:
+    return (GaugeMetricFamily, name, documentation, keys)
+
+
+def _counter(name: str, documentation: str, *keys: str) -> _Family:
+    return (CounterMetricFamily, name, documentation, keys)
+
+
+class _StatsCollector(Collector):
+    """The `FAMILIES`, read from `stats()` at every scrape; none while it returns None (a key it
+    lacks reads as 0)."""
+
+    FAMILIES: ClassVar[tuple[_Family, ...]]
+
+    def stats(self) -> Mapping[str, int] | None:
+        raise NotImplementedError
+
+    def collect(self) -> Iterable[Metric]:
+        stats = self.stats()
+        if stats is None:
+            return []
+        return [
+            kind(name, documentation, value=sum(stats.get(key, 0) for key in keys))
+            for kind, name, documentation, keys in self.FAMILIES
+        ]
+
+
+class _PoolCollector(_StatsCollector):
+    FAMILIES = (
+        _gauge("memql_db_pool_size", "Connections open in the pool", "pool_size"),
+        _gauge("memql_db_pool_available", "Idle connections in the pool", "pool_available"),
+        _gauge("memql_db_pool_waiting", "Requests waiting for a connection", "requests_waiting"),
+        _gauge(
+            "memql_db_pool_project_waiting",
+            "Requests waiting for their project's share of the pool (MEMQL_POOL_PROJECT_SHARE)",
+            "share_waiting",
+        ),
+        _gauge(
+            "memql_db_pool_projects_at_share",
+            "Projects holding their whole share of the pool",
+            "share_projects_full",
+        ),
+        _counter(
+            "memql_db_pool_timeouts",
+            "Requests that got no connection within the pool's wait",
+            "requests_errors",
+        ),
+        _counter(
+            "memql_db_pool_connections_discarded",
+            "Connections found broken on their return and replaced",
+            "returns_bad",
+            "connections_lost",
+        ),
+    )
     pool: AsyncConnectionPool | None = None
     shares: Shares | None = None
 
-    def collect(self) -> Iterable[Metric]:
+    def stats(self) -> Mapping[str, int] | None:
         if self.pool is None:
-            return []
-        stats = self.pool.get_stats()
+            return None
+        # the shares' keys prefixed, apart from the pool's own
         shared = self.shares.stats() if self.shares is not None else {}
-        size = GaugeMetricFamily("memql_db_pool_size", "Connections open in the pool")
-        size.add_metric([], stats.get("pool_size", 0))
-        idle = GaugeMetricFamily("memql_db_pool_available", "Idle connections in the pool")
-        idle.add_metric([], stats.get("pool_available", 0))
-        waiting = GaugeMetricFamily("memql_db_pool_waiting", "Requests waiting for a connection")
-        waiting.add_metric([], stats.get("requests_waiting", 0))
-        project_waiting = GaugeMetricFamily(
-            "memql_db_pool_project_waiting",
-            "Requests waiting for their project's share of the pool (MEMQL_POOL_PROJECT_SHARE)",
-        )
-        project_waiting.add_metric([], shared.get("waiting", 0))
-        full = GaugeMetricFamily(
-            "memql_db_pool_projects_at_share", "Projects holding their whole share of the pool"
-        )
-        full.add_metric([], shared.get("projects_full", 0))
-        timeouts = CounterMetricFamily(
-            "memql_db_pool_timeouts", "Requests that got no connection within the pool's wait"
-        )
-        timeouts.add_metric([], stats.get("requests_errors", 0))
-        lost = CounterMetricFamily(
-            "memql_db_pool_connections_discarded",
-            "Connections found broken on their return and replaced",
-        )
-        lost.add_metric([], stats.get("returns_bad", 0) + stats.get("connections_lost", 0))
-        return [size, idle, waiting, project_waiting, full, timeouts, lost]
+        return {**self.pool.get_stats(), **{f"share_{key}": n for key, n in shared.items()}}
 
 
-class _CostCollector(Collector):
+class _CostCollector(_StatsCollector):
     """What MEMQL_PROJECT_COST_AT_ONCE holds back: requests waiting for their project's turn."""
 
-    shares: Shares | None = None
-
-    def collect(self) -> Iterable[Metric]:
-        if self.shares is None:
-            return []
-        stats = self.shares.stats()
-        waiting = GaugeMetricFamily(
+    FAMILIES = (
+        _gauge(
             "memql_cost_share_waiting",
             "Requests waiting for their project's share of the server (MEMQL_PROJECT_COST_AT_ONCE)",
-        )
-        waiting.add_metric([], stats.get("waiting", 0))
-        points = GaugeMetricFamily(
-            "memql_cost_share_points_running", "Cost points of the requests running now"
-        )
-        points.add_metric([], stats.get("points_running", 0))
-        projects = GaugeMetricFamily(
-            "memql_cost_share_projects_running", "Projects with a request running now"
-        )
-        projects.add_metric([], stats.get("projects_running", 0))
-        refused = CounterMetricFamily(
+            "waiting",
+        ),
+        _gauge(
+            "memql_cost_share_points_running",
+            "Cost points of the requests running now",
+            "points_running",
+        ),
+        _gauge(
+            "memql_cost_share_projects_running",
+            "Projects with a request running now",
+            "projects_running",
+        ),
+        _counter(
             "memql_cost_share_refused",
             "Requests refused with TOO_MANY_REQUESTS because their turn did not come in time",
-        )
-        refused.add_metric([], stats.get("refused", 0))
-        return [waiting, points, projects, refused]
+            "refused",
+        ),
+    )
+    shares: Shares | None = None
+
+    def stats(self) -> Mapping[str, int] | None:
+        return self.shares.stats() if self.shares is not None else None
 
 
 _pool_collector = _PoolCollector()
