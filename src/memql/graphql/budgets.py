@@ -53,7 +53,13 @@ from memql.errors import BadInput, RateLimited
 from memql.graphql import shape
 from memql.graphql.query import COUNT_ONLY
 from memql.graphql.strawberry_internals import core_schema
-from memql.graphql.write_budget import argument, count_writes, field_writes, variable_values
+from memql.graphql.write_budget import (
+    argument,
+    count_writes,
+    field_writes,
+    sum_root_fields,
+    variable_values,
+)
 from memql.service.webhooks import MAX_PER_PROJECT as WEBHOOKS_PER_PROJECT
 from memql.settings import LIMITS, Limits
 
@@ -95,24 +101,7 @@ def root_fields(document: DocumentNode, operation_name: str | None) -> int:
     operation = get_operation_ast(document, operation_name)
     if operation is None:
         return 0
-    fragments = {
-        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-    }
-
-    def count(selection_set: SelectionSetNode, spread: frozenset[str]) -> int:
-        total = 0
-        for selection in selection_set.selections:
-            if isinstance(selection, FieldNode):
-                total += selection.name.value != "__typename"
-            elif isinstance(selection, InlineFragmentNode):
-                total += count(selection.selection_set, spread)
-            elif isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                if name in fragments and name not in spread:
-                    total += count(fragments[name].selection_set, spread | {name})
-        return total
-
-    return count(operation.selection_set, frozenset())
+    return sum_root_fields(document, operation, lambda field: field.name.value != "__typename")
 
 
 def over_budget(

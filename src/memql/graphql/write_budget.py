@@ -11,7 +11,7 @@ count may be high, never low. A variable the request leaves out counts at its de
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from graphql import (
@@ -44,24 +44,35 @@ def count_writes(
     if operation is None or operation.operation is not OperationType.MUTATION:
         return 0
     values = variable_values(operation, variables)
+    return sum_root_fields(document, operation, lambda field: field_writes(field, values))
+
+
+def sum_root_fields(
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    per_field: Callable[[FieldNode], int],
+) -> int:
+    """The sum of `per_field` over the fields `operation` selects at its top, those of its
+    inline fragments and fragments included (a fragment spread inside itself is not expanded
+    again)."""
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
 
-    def writes(selection_set: SelectionSetNode, spread: frozenset[str]) -> int:
-        total = 0
+    def total(selection_set: SelectionSetNode, spread: frozenset[str]) -> int:
+        found = 0
         for selection in selection_set.selections:
             if isinstance(selection, FieldNode):
-                total += field_writes(selection, values)
+                found += per_field(selection)
             elif isinstance(selection, InlineFragmentNode):
-                total += writes(selection.selection_set, spread)
+                found += total(selection.selection_set, spread)
             elif isinstance(selection, FragmentSpreadNode):
                 name = selection.name.value
                 if name in fragments and name not in spread:
-                    total += writes(fragments[name].selection_set, spread | {name})
-        return total
+                    found += total(fragments[name].selection_set, spread | {name})
+        return found
 
-    return writes(operation.selection_set, frozenset())
+    return total(operation.selection_set, frozenset())
 
 
 def variable_values(
