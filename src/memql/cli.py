@@ -220,7 +220,11 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         f"memql: GraphQL (and GraphiQL) at http://{settings.host}:{settings.port}/graphql",
         file=sys.stderr,
     )
-    app = StartupWatch(create_app(settings, freeze_startup=True))
+    try:
+        app = StartupWatch(create_app(settings, freeze_startup=True))
+    except BaseException:
+        sock.close()  # a setting refused as the app is built (tracing without its extra)
+        raise
     quiet_uvicorn()
     # ping websockets ourselves: graphql-transport-ws has no server-side keep-alive
     config = uvicorn.Config(
