@@ -339,14 +339,14 @@ async def test_messages_the_json_parser_cannot_take_are_refused_without_a_crash(
     server, tenant, db, protocol
 ):
     """graphql-transport-ws closes the socket with 4400 (its "bad request"); legacy graphql-ws
-    drops an unreadable message, as it drops any, and the socket keeps serving."""
+    drops an unreadable message, as it drops any, and the socket keeps serving. A message over
+    MEMQL_MAX_BODY_BYTES closes the socket with 1009 (message too big) on both, unread."""
     before = await count_rows(db, tenant.project_id)
     unreadable = [
         ws_operation(protocol, SAVE, {"input": {**OK, "source": {"n": "BIG"}}}, BIG="1" * 5000),
         ws_operation(
             protocol, SAVE, {"input": {**OK, "source": "DEEP"}}, DEEP="[" * 100_000 + "]" * 100_000
         ),
-        ws_operation(protocol, SAVE, {"input": {**OK, "content": "x" * (5 * 1024 * 1024)}}),
     ]
     still_serving = ws_operation(protocol, "query { viewer { userId } }", {})
     for message in unreadable:
@@ -356,6 +356,9 @@ async def test_messages_the_json_parser_cannot_take_are_refused_without_a_crash(
         else:  # the next operation is answered (legacy graphql-ws refuses queries with a code)
             assert received[0]["type"] in ("data", "error"), received
             assert received[0]["payload"]["extensions"]["code"] == "BAD_USER_INPUT", received
+    too_big = ws_operation(protocol, SAVE, {"input": {**OK, "content": "x" * (5 * 1024 * 1024)}})
+    received = await ws_exchange(server, tenant, protocol, [too_big, still_serving])
+    assert received == [{"type": "closed", "code": 1009}], received
     assert await count_rows(db, tenant.project_id) == before
 
 
