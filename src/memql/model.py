@@ -244,12 +244,15 @@ class SaveResult:
 
 @dataclass(frozen=True)
 class Signals:
-    """The parts of a recall score, each in [0, 1]."""
+    """The parts of a recall score, each in [0, 1]. `redundancy` is not weighed in: a hit's
+    cosine to the nearest in meaning of the hits ranked above it, which past 0.6 lowers its
+    score (`db/recall.py`, rewordings give way); 0 for the first."""
 
     vector: float
     lexical: float
     recency: float
     pinned: float
+    redundancy: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,8 @@ def recall(query: str, **o: Unpack[RecallOptions]) -> Operation[list[RecallHit]]
     return Operation(
         f"""query Recall({args.declared}) {{
           recall({args.passed}) {{
-            score signals {{ vector lexical recency pinned }} memory {{ {MEMORY_FIELDS} }}
+            score signals {{ vector lexical recency pinned redundancy }}
+            memory {{ {MEMORY_FIELDS} }}
           }}
         }}""",
         args.variables,

@@ -46,6 +46,14 @@ EXACT_SCAN_ROWS = 5_000
 HNSW_MAX_SCAN_TUPLES = 50_000
 # candidates per HNSW search step; an iterative scan takes further steps until the pool is full
 HNSW_EF_SEARCH = 100
+# Rewordings give way: among the CROWD best by the fused score, a memory whose meaning is close
+# to one ranked above it (cosine past ALIKE_ABOVE) loses REDUNDANCY_PENALTY times the excess, so
+# a second and third wording of one fact stop pushing a different fact out of the top few. The
+# best never moves (nothing is above it), and a score only goes down, staying in [0, 1].
+# (Near-copies, past MEMQL_ABSORB_THRESHOLD, never become two memories in the first place.)
+CROWD = 30
+ALIKE_ABOVE = 0.6
+REDUNDANCY_PENALTY = 0.6
 # what a recall's transaction sets (with the principal, in one round trip: see bind_principal);
 # relaxed order: the pool is re-scored, so HNSW's order need not be exact
 RECALL_SETTINGS = (
@@ -105,6 +113,9 @@ async def recall(
         "w_recency": weights.recency,
         "w_pinned": weights.pinned,
         "half_life": weights.recency_half_life_days,
+        "crowd": CROWD,
+        "penalty": REDUNDANCY_PENALTY,
+        "alike": ALIKE_ABOVE,
     }
     where_sql = where(filters)
     # the same filters written so that no index serves them and the planner assumes they keep
@@ -155,12 +166,31 @@ async def recall(
                 coalesce(c.lexical_raw / nullif(max(c.lexical_raw) over (), 0), 0)
                     as lexical_signal
             from candidates c
-        )
-        select s.*,
-            %(w_vector)s * s.vector_signal + %(w_lexical)s * s.lexical_signal
-            + %(w_recency)s * s.recency_signal + %(w_pinned)s * s.pinned_signal as score
-        from signals s
-        order by score desc, s.created_at desc, s.id desc
+        ),
+        f as (
+            select s.*,
+                %(w_vector)s * s.vector_signal + %(w_lexical)s * s.lexical_signal
+                + %(w_recency)s * s.recency_signal + %(w_pinned)s * s.pinned_signal fused
+            from signals s
+        ),
+        best as materialized (
+            select * from f order by fused desc, created_at desc, id desc
+            limit greatest(%(limit)s, %(crowd)s)
+        ),
+        -- each of the best, its nearest in meaning among those ranked above it (the same
+        -- order, as a row's key): their vectors joined by primary key, the cosines of the
+        -- 435 pairs (no vector is carried through the candidates)
+        e as (
+            select b.id, (b.fused, b.created_at, b.id) k, m.embedding v from best b
+            join memories m on m.id = b.id
+            where m.project_id = %(project_id)s
+        ),
+        d as materialized (select a.id, 1 - (a.v <=> o.v) x from e a join e o on o.k > a.k),
+        r as (select id, max(x) x from d group by id)
+        select b.*, coalesce(r.x, 0) redundancy_signal,
+            greatest(0, b.fused - %(penalty)s * greatest(0, r.x - %(alike)s)) score
+        from best b left join r using (id)
+        order by score desc, b.created_at desc, b.id desc
         limit %(limit)s
     """
     cur = conn.cursor(row_factory=dict_row)
@@ -178,6 +208,11 @@ def shared_branches(
     """The common table expressions and the pool's branches that read the shared scope: its
     rows by vector (an exact scan or the HNSW index) and by full text."""
     ctes: list[str] = []
+    # Filtered, the few-rows routes (`exact`: every matching row) and the index routes (`many`)
+    # are both written, and the count decides at run time which runs. Unfiltered, the HNSW
+    # route is the faster from a few hundred rows on, and exact below PROJECT_POOL rows anyway
+    # (it returns every row): only the index routes are written.
+    exact, many = "", ""
     if filtered:
         ctes.append(f"""filtered as (
             select count(*) as n from (
@@ -185,10 +220,7 @@ def shared_branches(
                 limit %(exact_rows)s + 1) f
         )""")
         few = "((select n from filtered) <= %(exact_rows)s)"
-    else:
-        # unfiltered, the HNSW route is the faster from a few hundred rows on, and exact below
-        # PROJECT_POOL rows anyway (it returns every row)
-        few = "false"
+        exact, many = f" and {few}", f" and not {few}"
     ctes.append("""pairs as materialized (
             select array(
                 select format('%%s & %%s', a.w, b.w)::tsquery
@@ -206,42 +238,48 @@ def shared_branches(
         # Citus prunes shards on a plain equality only (within each shard the project's rows
         # are a share of the shard's, so the estimate this avoids above matters less there)
         shared_by_gin = f"m.project_id = %(project_id)s and {shared_by_gin}"
-    ctes.append(f"""lexical as (
-            -- few rows pass the filters: every one that matches (the rows the exact vector
-            -- route reads too)
-            (select m.* from memories m
-             where {SHARED} and {where} and {few} and m.fts @@ (select tsq from q))
-            union all
-            -- otherwise through the GIN index: the rows holding two of the query's words
-            (select m.* from memories m
-             where {shared_by_gin} and {where} and not {few}
+    lexical = [
+        # through the GIN index: the rows holding two of the query's words
+        f"""(select m.* from memories m
+             where {shared_by_gin} and {where}{many}
                and m.fts @@ any((select each from pairs)::tsquery[])
-             limit %(several)s)
-            union all
-            -- and a few rows holding each word
-            select h.* from q, unnest(q.words) w,
+             limit %(several)s)""",
+        # and a few rows holding each word
+        f"""select h.* from q, unnest(q.words) w,
                 lateral (select m.* from memories m
-                         where {shared_by_gin} and {where} and not {few} and m.fts @@ w::tsquery
-                         limit %(per_word)s) h
-        )""")
+                         where {shared_by_gin} and {where}{many} and m.fts @@ w::tsquery
+                         limit %(per_word)s) h""",
+    ]
+    # by vector: the HNSW index, whose iterative scan skips rows the filters reject
     pool = [
-        # by vector, one route of two by how many rows the filters keep (the planner cannot
-        # know: it picks one plan for every category); the count is an init plan, so only the
-        # chosen route runs. Few: score them all (exact). Many: the HNSW index, whose iterative
-        # scan skips rows the filters reject.
         f"""(select m.* from memories m
-             where {SHARED} and {where} and {few} and vector_dims(m.embedding) = {dims}
-             order by m.embedding <=> %(embedding)s
-             limit %(pool)s)""",
-        f"""(select m.* from memories m
-             where {SHARED} and {where_opaque} and not {few} and vector_dims(m.embedding) = {dims}
+             where {SHARED} and {where_opaque}{many} and vector_dims(m.embedding) = {dims}
              order by (m.embedding::vector({dims})) <=> %(embedding)s
              limit %(pool)s)""",
+    ]
+    if filtered:
+        # few rows pass the filters: every one that matches, by vector and by full text (the
+        # planner cannot know how few: it picks one plan for every category; the count is an
+        # init plan, so only the chosen route runs)
+        lexical.insert(
+            0,
+            f"""(select m.* from memories m
+             where {SHARED} and {where}{exact} and m.fts @@ (select tsq from q))""",
+        )
+        pool.insert(
+            0,
+            f"""(select m.* from memories m
+             where {SHARED} and {where}{exact} and vector_dims(m.embedding) = {dims}
+             order by m.embedding <=> %(embedding)s
+             limit %(pool)s)""",
+        )
+    ctes.append(f"lexical as ({' union all '.join(lexical)})")
+    pool.append(
         # by full text: the best of a bounded set of shared rows (see LEXICAL_WORDS)
         """(select l.* from (select distinct on (x.id) x.* from lexical x order by x.id) l, q
              order by ts_rank_cd(l.fts, q.tsq) desc
-             limit %(pool)s)""",
-    ]
+             limit %(pool)s)"""
+    )
     return ctes, pool
 
 
@@ -277,6 +315,7 @@ class Ranked:
                     "lexical": float(r["lexical_signal"]),
                     "recency": float(r["recency_signal"]),
                     "pinned": float(r["pinned_signal"]),
+                    "redundancy": float(r["redundancy_signal"]),
                 },
             )
             for r in rows

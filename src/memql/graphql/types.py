@@ -197,6 +197,11 @@ class RecallSignals:
         description="1 when just updated, halving every 90 days (by default)."
     )
     pinned: float = strawberry.field(description="1 when pinned.")
+    redundancy: float = strawberry.field(
+        description="Cosine similarity to the nearest in meaning of the hits ranked above this"
+        " one (0 for the first); past 0.6 it lowers the score, so rewordings of one memory give"
+        " way to other memories."
+    )
 
 
 @strawberry.type
@@ -212,7 +217,11 @@ class RecallHit:
             memory=Memory.from_domain(hit.memory),
             score=hit.score,
             signals=RecallSignals(
-                vector=s.vector, lexical=s.lexical, recency=s.recency, pinned=s.pinned
+                vector=s.vector,
+                lexical=s.lexical,
+                recency=s.recency,
+                pinned=s.pinned,
+                redundancy=s.redundancy,
             ),
         )
 
