@@ -46,11 +46,11 @@ EXACT_SCAN_ROWS = 5_000
 HNSW_MAX_SCAN_TUPLES = 50_000
 # candidates per HNSW search step; an iterative scan takes further steps until the pool is full
 HNSW_EF_SEARCH = 100
-# Rewordings give way: among the CROWD best by the fused score, a memory whose meaning is close
-# to one ranked above it (cosine past ALIKE_ABOVE) loses REDUNDANCY_PENALTY times the excess, so
-# a second and third wording of one fact stop pushing a different fact out of the top few. The
-# best never moves (nothing is above it), and a score only goes down, staying in [0, 1].
-# (Near-copies, past MEMQL_ABSORB_THRESHOLD, never become two memories in the first place.)
+# Rewordings give way: among the CROWD (or `limit`) best by the fused score, a memory whose
+# meaning is close to one ranked above it (cosine past ALIKE_ABOVE) loses REDUNDANCY_PENALTY
+# times the excess, so a second and third wording of one fact stop pushing a different fact out
+# of the top few. The best never moves (nothing is above it), and a score only goes down,
+# staying in [0, 1]. (Near-copies, past MEMQL_ABSORB_THRESHOLD, never become two memories.)
 CROWD = 30
 ALIKE_ABOVE = 0.6
 REDUNDANCY_PENALTY = 0.6
