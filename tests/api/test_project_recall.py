@@ -72,10 +72,7 @@ async def _filtered_recall(
         if await is_distributed(conn):
             # the index lives on the workers' shards, whose scans this server does not count
             # (a project's recall is one shard's statement there: tests/cluster/test_citus.py)
-            pytest.skip(
-                "on Citus the index scans happen on the workers' shards, which this server does"
-                " not count (the routed recall is checked in tests/cluster/test_citus.py)"
-            )
+            pytest.skip(reason="on Citus the workers scan the index; test_citus.py checks it")
         cur = await conn.execute("select 1 from pg_class where relname = %s", (index,))
         assert await cur.fetchone() is not None, "the server builds the index on start"
         async with conn.transaction():

@@ -44,10 +44,7 @@ async def test_memory_counts_shows_the_request_role_only_its_principal_and_its_o
             # the owner's change and the reads in one transaction, as two roles: Citus refuses
             # to read placements a transaction changed as another role (the policies are the
             # same on the shards: tests/cluster/test_citus.py reads them through a principal)
-            pytest.skip(
-                "Citus refuses to read placements a transaction changed as another role (the"
-                " shards' policies are checked in tests/cluster/test_citus.py)"
-            )
+            pytest.skip(reason="Citus refuses reads of placements changed as another role")
     async with fresh_database(postgres) as url:
         role = f"memql_owner_{uuid.uuid4().hex[:8]}"
         async with await owner_connection(url, autocommit=True) as conn:
