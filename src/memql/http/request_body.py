@@ -111,15 +111,13 @@ class BodyLimit:
             message = await receive()
             if message["type"] != "websocket.receive":
                 return message
-            text = message.get("text")
-            size = len(text.encode()) if text is not None else len(message.get("bytes") or b"")
             limit, why = (
                 (self.anonymous_max_bytes, FIRST_MESSAGE_LARGER)
                 if received == 0
                 else (self.max_bytes, MESSAGE_LARGER)
             )
             received += 1
-            if size > limit:
+            if _size_over(message, limit):
                 reason = why.format(limit=limit)
                 await send({"type": "websocket.close", "code": TOO_BIG, "reason": reason})
                 return {"type": "websocket.disconnect", "code": TOO_BIG}
@@ -135,6 +133,17 @@ class BodyLimit:
             if received["type"] == "http.disconnect" or not received.get("more_body", False):
                 break
         await error_response(413, message)(scope, receive, send)
+
+
+def _size_over(message: Message, limit: int) -> bool:
+    """Whether a websocket message holds more than `limit` bytes. A text frame is encoded only
+    when its length in characters (1 to 4 bytes each in UTF-8) does not settle it."""
+    text = message.get("text")
+    if text is None:
+        return len(message.get("bytes") or b"") > limit
+    if len(text) > limit or 4 * len(text) <= limit:
+        return len(text) > limit
+    return len(text.encode()) > limit
 
 
 # a websocket message over its bound: the close code (RFC 6455) and its reasons (at most 123
