@@ -86,7 +86,8 @@ async def recall(
     `PROJECT_POOL` matching rows that is every row, so small projects are exact too. By full
     text, such a filter's rows are all matched too; otherwise a bounded set of the shared rows
     that match is ranked (see `LEXICAL_WORDS`). The lexical query ORs the stemmed words of
-    `query`; its rank is normalised by the best match in the pool.
+    `query`; its rank is normalised by the best match in the pool. Of the best by the fused
+    score, a hit close in meaning to one ranked above it then gives way (see `CROWD`).
 
     `routed` (a Citus coordinator): every read of memories names the project plainly, so
     Citus sends the whole statement to the project's shard.
