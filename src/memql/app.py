@@ -26,7 +26,7 @@ from memql.http.metrics import metrics_endpoint, serve_metrics, warn_if_public
 from memql.http.origins import CrossOrigin
 from memql.http.request_body import BodyLimit
 from memql.http.web.headers import SecurityHeaders
-from memql.mcp.server import McpEndpoint
+from memql.mcp import McpMount
 from memql.runtime import Memql, open_memql
 from memql.settings import Settings
 from memql.tracing import tracing_from, untraced_statements
@@ -97,7 +97,7 @@ def create_app(
         allowed_origins=settings.cors_origins,
     )
 
-    mcp = McpEndpoint()
+    mcp = McpMount()
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
