@@ -20,10 +20,44 @@ def soak(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return importlib.import_module("soak")
 
 
-def test_by_default_two_runs_of_25_s_beside_every_hostile_behaviour(soak: ModuleType):
+def test_by_default_three_rounds_of_25_s_alone_then_beside_every_hostile_behaviour(
+    soak: ModuleType,
+):
     args = soak.parse_args([])
-    assert args.seconds == 25 and args.hostile == ["hooks", "bursts", "padded"]
+    assert (args.seconds, args.rounds) == (25, 3)
+    assert args.hostile == ["hooks", "bursts", "padded"]
     assert args.server_env == []
+
+
+def phase(ms: dict[str, list[float]], saves: dict[str, float], seen: dict[str, float]) -> dict:
+    ordinary = {"ms": ms, "statuses": {"recall 200": len(ms["recall"])}, "codes": {}}
+    ordinary |= {"saves": saves, "subscription": seen}
+    hostile = {"seen": {"bursts": 1}, "statuses": {"429": 2}}
+    return {"ordinary": ordinary, "hostile": hostile, "webhook": seen, "most_at_once": 3}
+
+
+def test_the_rounds_of_a_condition_are_pooled_before_their_p99_is_taken(soak: ModuleType):
+    # alone: recalls of 10 ms, and one of 30 in the second round; beside: 20 ms throughout
+    alone = [
+        phase({"recall": [10.0] * 99, "list": [5.0], "save": [8.0]}, {"a": 0.0}, {"a": 0.01}),
+        phase(
+            {"recall": [10.0] * 99 + [30.0], "list": [5.0], "save": [8.0]}, {"b": 1.0}, {"b": 1.01}
+        ),
+    ]
+    beside = [
+        phase({"recall": [20.0] * 100, "list": [5.0], "save": [8.0]}, {"c": 2.0}, {"c": 2.01}),
+        phase({"recall": [20.0] * 100, "list": [5.0], "save": [8.0]}, {"d": 3.0}, {"d": 3.01}),
+    ]
+    pooled = soak.pooled(alone)
+    assert len(pooled["ordinary"]["ms"]["recall"]) == 199
+    assert pooled["ordinary"]["saves"] == {"a": 0.0, "b": 1.0}
+    assert pooled["ordinary"]["statuses"] == {"recall 200": 199}
+    assert pooled["hostile"]["statuses"] == {"429": 4}
+    rows = soak.p99_rows(pooled, soak.pooled(beside))
+    assert rows["recall"][2] == "199 / 200"
+    assert rows["save sent → webhook event"][2] == "2 / 2 (missed 0 / 0)"
+    # pooled, the slowest recall alone (30 ms) is not the p99 of 199: 20 / 10
+    assert soak.worst_ratio(rows) == 2.0
 
 
 def test_hostile_behaviours_are_chosen_by_name_and_unknown_ones_refused(soak: ModuleType):
