@@ -426,6 +426,12 @@ def unwrap_optional(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
+def shown_as(held: Any) -> Any:
+    """The type a transport shows a value of type `held` as: an enum of text
+    (`InvalidationReason`) as its text, any other type as itself."""
+    return str if isinstance(held, type) and issubclass(held, enum.StrEnum) else held
+
+
 # name -> (type, may be None), in the dataclass's order
 MEMORY_FIELDS: dict[str, tuple[Any, bool]] = {
     name: unwrap_optional(hint) for name, hint in typing.get_type_hints(Memory).items()

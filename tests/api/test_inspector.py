@@ -101,6 +101,12 @@ async def test_the_inspector_shows_memories_recall_history_and_a_live_feed(
         "Prefers Slack for anything long.",
     ]
     assert await page.is_visible("#retire")  # the agent key writes user scope
+    # the fields the detail view has words for, in its order, then any other by its own name
+    terms = await page.locator("#detail-fields dt").all_inner_texts()
+    assert terms == [
+        *("id", "kind", "scope", "category", "key", "pinned", "created", "updated", "model"),
+        "supersedes",
+    ]
 
     # retire from the page: the feed reports it, the list drops it
     await cards.filter(has_text="Works from Lisbon").click()

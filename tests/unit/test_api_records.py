@@ -28,6 +28,7 @@ from graphql import (
 )
 
 from memql import requests
+from memql.graphql import mirrors
 from memql.requests import (
     ContextQuery,
     MemoryDraft,
@@ -214,25 +215,30 @@ def test_the_client_takes_every_argument_of_the_records_by_its_field_name():
     assert set(RecallOptions.__annotations__) == recalled
 
 
+def inspector_memory() -> str:
+    """The inspector's selection of a memory: the keys of its `MEMORY_FIELDS` (the block
+    `memql.graphql.mirrors` writes), as `MEMORY` joins them."""
+    block = mirrors.block_in(INSPECTOR.read_text())
+    return " ".join(re.findall(r"^  (\w+): ", block, re.MULTILINE))
+
+
 def inspector_documents() -> dict[str, str]:
     """The inspector's GraphQL documents (template literals), with `${MEMORY}` filled in."""
     text = INSPECTOR.read_text()
-    found = dict(re.findall(r"const (\w+) = `([^`]*)`;", text))
-    memory = found.pop("MEMORY")
-    return {"MEMORY": memory} | {
-        name: doc.replace("${MEMORY}", memory)
-        for name, doc in found.items()
+    assert 'const MEMORY = Object.keys(MEMORY_FIELDS).join(" ");' in text
+    return {
+        name: doc.replace("${MEMORY}", inspector_memory())
+        for name, doc in re.findall(r"const (\w+) = `([^`]*)`;", text)
         if doc.lstrip().startswith(("query", "mutation", "subscription"))
     }
 
 
 def test_the_inspector_selects_every_field_of_a_memory():
-    assert selection(inspector_documents()["MEMORY"]) == memory_fields(SCHEMA)
+    assert selection(inspector_memory()) == memory_fields(SCHEMA)
 
 
 def test_every_inspector_document_is_valid_against_the_schema():
     documents = inspector_documents()
-    documents.pop("MEMORY")
     assert {"MEMORIES", "RECALL", "SAVE", "EVENTS"} <= set(documents)
     for name, document in documents.items():
         assert validate(SCHEMA, parse(document)) == [], name
@@ -266,6 +272,6 @@ def test_no_client_or_inspector_document_uses_a_deprecated_field_or_argument():
     ]
     assert validate(SCHEMA, parse(SUBSCRIPTION)) == []
     documents = [o.document for o in client_operations()] + [SUBSCRIPTION]
-    documents += [d for name, d in inspector_documents().items() if name != "MEMORY"]
+    documents += list(inspector_documents().values())
     for document in documents:
         assert deprecated_in(document) == [], document

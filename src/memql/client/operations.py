@@ -9,11 +9,12 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Generic, TypedDict, TypeVar, Unpack
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, Unpack
 
+from memql import requests
 from memql.client.arguments import arguments, input_json
+from memql.client.records import DraftFields, FilterFields, ListFields, RecallFields, SaveFields
 from memql.client.types import (
     MEMORY_FIELDS,
     Memory,
@@ -53,81 +54,37 @@ def _vars(**values: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class MemoryInput:
+class MemoryInput(DraftFields):
     """A memory to save (one item of `save_many`, or the new version of `supersede`): a
     `memql.requests.MemoryDraft` that takes enums by name or value and any iterable of
-    thread ids."""
-
-    content: str
-    kind: Kind | str
-    scope: Scope | str | None = None
-    key: str | None = None
-    category: str | None = None
-    pinned: bool = False
-    source_thread_ids: Iterable[str] = field(default=())
-    source: dict[str, Any] | None = None
-    expires_at: datetime | None = None
-    occurred_at: datetime | None = None
+    thread ids (its fields: `records.DraftFields`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The `SaveMemoryInput` of this memory (each field is a `MemoryDraft`'s)."""
         return input_json(MemoryDraft, self)
 
 
-class SaveOptions(TypedDict, total=False):
+class SaveOptions(SaveFields, total=False):
     """The optional parts of a save; see `MemoryInput`."""
 
-    scope: Scope | str | None
-    key: str | None
-    category: str | None
-    pinned: bool
-    source_thread_ids: Iterable[str]
-    source: dict[str, Any] | None
-    expires_at: datetime | None
-    occurred_at: datetime | None
 
-
-class FilterOptions(TypedDict, total=False):
+class FilterOptions(FilterFields, total=False):
     """Which memories a read admits (`memql.requests.MemoryFilter`): a filter left out admits
     every memory."""
 
-    scope: Scope | str | None
-    kinds: Iterable[Kind | str] | None
-    categories: Iterable[str] | None
-    pinned: bool | None
-    contains: str | None
-    occurred_after: datetime | None
-    occurred_before: datetime | None
-    created_after: datetime | None
-    created_before: datetime | None
-    updated_after: datetime | None
-    updated_before: datetime | None
-    # memories whose `source` contains this object (JSON containment)
-    source: dict[str, Any] | None
 
-
-class ListOptions(FilterOptions, total=False):
+class ListOptions(FilterOptions, ListFields, total=False):
     """Filters and paging of `memories`: newest first, `first` per page (at most 200)."""
 
-    include_invalidated: bool
     # "created_at" (default) or "updated_at", and "desc" (default) or "asc"
     order_by: str | None
     direction: str | None
-    first: int
-    after: str | None
-    last: int
-    before: str | None
     # ask the server to count every memory the filters match (one more query)
     total_count: bool
-    # deprecated: one kind, one category (`kinds`, `categories` take a list); for one release
-    kind: Kind | str | None
-    category: str | None
 
 
-class RecallOptions(FilterOptions, total=False):
-    limit: int
-    # drop hits scoring below this, in [0, 1]
-    min_score: float | None
+class RecallOptions(FilterOptions, RecallFields, total=False):
+    """Filters and size of a recall."""
 
 
 SAVE_PAYLOAD = f"""
@@ -163,10 +120,14 @@ def memory(id: Id) -> Operation[Memory | None]:
     )
 
 
+# the filter's former names (`kind`, `category`) and the lists each gives one value of
+_FORMER_NAMES = [(a.api.was, a.name) for a in requests.arguments(MemoryFilter) if a.api.was]
+
+
 def _former_names(o: ListOptions) -> dict[str, Any]:
-    """The options with the deprecated `kind` and `category` as the lists they stand for."""
+    """The options with the deprecated former names as the lists they stand for."""
     values: dict[str, Any] = dict(o)
-    for former, name in (("kind", "kinds"), ("category", "categories")):
+    for former, name in _FORMER_NAMES:
         if values.get(former) is not None:
             warnings.warn(
                 f"`{former}` is deprecated: pass `{name}` (a list)", DeprecationWarning, 3

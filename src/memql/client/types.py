@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memql.client.records import MemoryFields
 from memql.model import (
     Access,
     Consumer,
     ContextBlock,
-    Kind,
     SaveOutcome,
     Scope,
     Signals,
@@ -32,27 +32,8 @@ def _uuid(value: str | None) -> uuid.UUID | None:
 
 
 @dataclass(frozen=True)
-class Memory:
-    """One version of a memory, as the API shows it."""
-
-    id: uuid.UUID
-    kind: Kind
-    scope: Scope
-    content: str
-    key: str | None
-    category: str
-    pinned: bool
-    source_thread_ids: tuple[str, ...]
-    source: dict[str, Any] | None
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
-    invalidated_at: datetime | None
-    invalidation_reason: str | None
-    supersedes: uuid.UUID | None
-    superseded_by: uuid.UUID | None
-    embedding_model: str
-    occurred_at: datetime | None
+class Memory(MemoryFields):
+    """One version of a memory, as the API shows it (its fields: `records.MemoryFields`)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Memory:

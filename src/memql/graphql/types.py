@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 import typing
 import uuid
 from collections.abc import Callable
@@ -71,8 +70,7 @@ def shown_fields_of(record: type) -> Callable[[C], C]:
             if not meta.shown:
                 continue
             held, optional = model.unwrap_optional(hints[f.name])
-            if isinstance(held, type) and issubclass(held, enum.StrEnum):
-                held = str
+            held = model.shown_as(held)
             shown = (
                 list[item_type(typing.get_args(held)[0])]  # type: ignore[misc]
                 if typing.get_origin(held) is tuple
